@@ -1,0 +1,46 @@
+# kafka-log-jobs — every target sets up what it needs on a fresh machine (Python 3.11, Java 17, Maven).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SAMPLE ?= sample/logs
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP) ## create or refresh the virtualenv
+
+test: $(STAMP) ## run the whole suite (core, Spark, real Kafka broker)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+run: $(STAMP) ## generate a sample log directory and run report, compact and retain on it
+	$(PY) -m kafka_log_core.sample --out $(SAMPLE) --fresh
+	$(VENV)/bin/kafka-log-jobs report --log-dir $(SAMPLE) --now-ms 1767225600000
+	$(VENV)/bin/kafka-log-jobs compact --log-dir $(SAMPLE) --now-ms 1767225600000
+	$(VENV)/bin/kafka-log-jobs retain --log-dir $(SAMPLE) --now-ms 1767225600000
+	$(VENV)/bin/kafka-log-jobs offsets --log-dir $(SAMPLE) --time -2
+
+bench: $(STAMP) ## benchmark: ratios measured side by side in one run
+	$(PY) -m bench.run
+
+soak: $(STAMP) ## long crash-injection run
+	$(PY) -m pytest tests/test_crash_safety.py --soak $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff format check and lint
+	$(VENV)/bin/ruff check kafka_log_core jobs spark_udfs tests
+	$(VENV)/bin/ruff format --check kafka_log_core jobs spark_udfs tests
+
+clean: ## remove the virtualenv and generated data
+	rm -rf $(VENV) sample .pytest_cache
+
+.PHONY: help venv test run bench soak lint clean

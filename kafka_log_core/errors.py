@@ -1,0 +1,86 @@
+"""One error hierarchy for everything the core refuses or cannot read.
+
+Every message names the file, the byte position or offset, and what was expected against what was
+found, so that a job can print it as one line and go on with the other partitions. Errors that
+describe bad data also derive from ``ValueError``; errors that describe a refused operation derive
+from ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class KafkaLogError(Exception):
+    """Root of every error raised by kafka_log_core."""
+
+
+def _where(path: str | os.PathLike[str] | None, position: int | None) -> str:
+    if path is None and position is None:
+        return ""
+    if position is None:
+        return f"{os.fspath(path)}: "
+    if path is None:
+        return f"position {position}: "
+    return f"{os.fspath(path)} at position {position}: "
+
+
+class CorruptDataError(KafkaLogError, ValueError):
+    """Bytes on disk do not follow Kafka's format."""
+
+    def __init__(
+        self, message: str, path: str | os.PathLike[str] | None = None, position: int | None = None
+    ) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.position = position
+        self.detail = message
+        super().__init__(_where(path, position) + message)
+
+    def at(self, path: str | os.PathLike[str] | None, base_position: int = 0) -> CorruptDataError:
+        """The same error re-anchored to a file and an absolute position (for errors raised on buffers)."""
+        position = None if self.position is None else self.position + base_position
+        return type(self)(self.detail, path if path is not None else self.path, position)
+
+
+class CorruptRecordError(CorruptDataError):
+    """A record batch, record or legacy message is malformed (length, CRC, varint, field overrun)."""
+
+
+class CompressionError(CorruptRecordError):
+    """A compressed record area cannot be decompressed, or names an unknown codec."""
+
+
+class CorruptIndexError(CorruptDataError):
+    """An .index, .timeindex or .txnindex file fails Kafka's sanity checks."""
+
+
+class CorruptCheckpointError(CorruptDataError):
+    """A checkpoint, leader-epoch, partition.metadata or producer snapshot file is malformed."""
+
+
+class ConfigError(KafkaLogError, ValueError):
+    """An unknown configuration name or a value Kafka would reject."""
+
+
+class UsageError(KafkaLogError, ValueError):
+    """A bad command-line option or argument."""
+
+
+class RefusedError(KafkaLogError, RuntimeError):
+    """An operation the tool will not perform on this data (protected or unsafe)."""
+
+
+class LogDirLockedError(RefusedError):
+    """The log directory's .lock is held (a running broker) or another job holds our partition lock."""
+
+
+class SafetyGuardError(RefusedError):
+    """A run would delete more than the safety guard allows; names the flag that overrides it."""
+
+
+class InsufficientSpaceError(RefusedError):
+    """Not enough free space on the file system to write the cleaned copy."""
+
+
+class HighWatermarkMissingError(RefusedError):
+    """--require-high-watermark was given and the partition has no replication-offset-checkpoint entry."""
