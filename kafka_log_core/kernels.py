@@ -1,0 +1,374 @@
+"""The hot loops, compiled once with numba: batch-header scanning, record walking (varints, key
+extraction), key hashing and the cleaner's offset map. Everything around them stays plain Python.
+
+Inputs are ``numpy.uint8`` arrays over the bytes of a ``.log`` file or of a decompressed record
+area. Kernels never raise: they return an error code and a byte position, and the Python callers
+turn those into ``CorruptRecordError`` with the file name. ``cache=True`` keeps the compiled code on
+disk so that Spark executors do not compile again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Error codes returned by the kernels (0 = ok).
+OK = 0
+ERR_VARINT = 1
+ERR_RECORD_LENGTH = 2
+ERR_FIELD_OVERRUN = 3
+ERR_HEADER_COUNT = 4
+ERR_LEFTOVER = 5
+ERR_SIZE_TOO_SMALL = 6
+ERR_BAD_MAGIC = 7
+ERR_NULL_HEADER_KEY = 8
+
+ERROR_TEXT = {
+    ERR_VARINT: "malformed varint (overlong or past the end of its field)",
+    ERR_RECORD_LENGTH: "record length overruns the record area",
+    ERR_FIELD_OVERRUN: "record field overruns its record",
+    ERR_HEADER_COUNT: "invalid header count",
+    ERR_LEFTOVER: "record length does not match its fields, or bytes are left over after the last record",
+    ERR_SIZE_TOO_SMALL: "record size is smaller than the minimum record overhead (14)",
+    ERR_BAD_MAGIC: "unknown magic byte (expected 0, 1 or 2)",
+    ERR_NULL_HEADER_KEY: "null header key",
+}
+
+
+@njit(cache=True, inline="always")
+def _i32(b, p):
+    v = (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3])
+    if v >= 0x80000000:
+        v -= 0x100000000
+    return v
+
+
+@njit(cache=True, inline="always")
+def _i64(b, p):
+    v = np.uint64(0)
+    for i in range(8):
+        v = (v << np.uint64(8)) | np.uint64(b[p + i])
+    return np.int64(v)
+
+
+@njit(cache=True, inline="always")
+def _i16(b, p):
+    v = (np.int64(b[p]) << 8) | np.int64(b[p + 1])
+    if v >= 0x8000:
+        v -= 0x10000
+    return v
+
+
+@njit(cache=True)
+def scan_batches(buf, start, end):
+    """Walk batch headers from ``start``. Returns (n, table, err, err_pos) where ``table`` is an int64
+    array (n, 11): position, size_in_bytes, magic, base_offset(v2)/offset(legacy), last_offset_delta,
+    attributes, max_timestamp, producer_id, producer_epoch, records_count, partition_leader_epoch.
+    A trailing partial batch ends the scan (its position is the returned ``stop``)."""
+    cap = 1024
+    table = np.empty((cap, 11), dtype=np.int64)
+    n = 0
+    pos = start
+    while pos + 17 < end:
+        size = _i32(buf, pos + 8)
+        if size < 14:
+            return n, table[:n], ERR_SIZE_TOO_SMALL, pos
+        if pos + 12 + size > end:
+            break
+        magic = np.int64(buf[pos + 16])
+        if n == cap:
+            cap *= 2
+            bigger = np.empty((cap, 11), dtype=np.int64)
+            bigger[:n] = table[:n]
+            table = bigger
+        row = table[n]
+        row[0] = pos
+        row[1] = 12 + size
+        row[2] = magic
+        row[3] = _i64(buf, pos)
+        if magic == 2:
+            if size + 12 < 61:
+                return n, table[:n], ERR_SIZE_TOO_SMALL, pos
+            row[4] = _i32(buf, pos + 23)
+            row[5] = _i16(buf, pos + 21)
+            row[6] = _i64(buf, pos + 35)
+            row[7] = _i64(buf, pos + 43)
+            row[8] = _i16(buf, pos + 51)
+            row[9] = _i32(buf, pos + 57)
+            row[10] = _i32(buf, pos + 12)
+        elif magic == 0 or magic == 1:
+            row[4] = 0
+            row[5] = np.int64(buf[pos + 17 + 4])
+            row[6] = _i64(buf, pos + 22) if magic == 1 and size >= 22 else -1
+            row[7] = -1
+            row[8] = -1
+            row[9] = 1
+            row[10] = -1
+        else:
+            return n, table[:n], ERR_BAD_MAGIC, pos
+        n += 1
+        pos += 12 + size
+    return n, table[:n], OK, pos
+
+
+@njit(cache=True, inline="always")
+def _varint(b, p, end, max_bytes):
+    """Returns (value, next_pos, ok)."""
+    u = np.uint64(0)
+    shift = np.uint64(0)
+    i = 0
+    while True:
+        if p >= end or i >= max_bytes:
+            return np.int64(0), p, False
+        c = np.uint64(b[p])
+        p += 1
+        i += 1
+        u |= (c & np.uint64(0x7F)) << shift
+        if c < np.uint64(0x80):
+            break
+        shift += np.uint64(7)
+    if max_bytes == 5:
+        u &= np.uint64(0xFFFFFFFF)
+    v = np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1))
+    return v, p, True
+
+
+@njit(cache=True)
+def walk_records(area, start, end, count, base_offset):
+    """Walk ``count`` v2 records in ``area[start:end]`` (uncompressed). Returns
+    (err, err_pos, table) with table int64 (count, 8): offset, rec_start, rec_end, body_start
+    (position of the attributes byte), timestamp_delta, key_pos, key_len (-1 null), value_len (-1 null)."""
+    table = np.empty((count, 8), dtype=np.int64)
+    p = start
+    for i in range(count):
+        rec_start = p
+        length, p, ok = _varint(area, p, end, 5)
+        if not ok:
+            return ERR_VARINT, rec_start, table[:i]
+        if length < 0 or p + length > end:
+            return ERR_RECORD_LENGTH, rec_start, table[:i]
+        body = p
+        rec_end = p + length
+        if p + 1 > rec_end:
+            return ERR_FIELD_OVERRUN, rec_start, table[:i]
+        p += 1  # attributes
+        tsd, p, ok = _varint(area, p, rec_end, 10)
+        if not ok:
+            return ERR_VARINT, p, table[:i]
+        od, p, ok = _varint(area, p, rec_end, 5)
+        if not ok:
+            return ERR_VARINT, p, table[:i]
+        klen, p, ok = _varint(area, p, rec_end, 5)
+        if not ok:
+            return ERR_VARINT, p, table[:i]
+        kpos = p
+        if klen >= 0:
+            if p + klen > rec_end:
+                return ERR_FIELD_OVERRUN, p, table[:i]
+            p += klen
+        else:
+            klen = -1
+        vlen, p, ok = _varint(area, p, rec_end, 5)
+        if not ok:
+            return ERR_VARINT, p, table[:i]
+        if vlen >= 0:
+            if p + vlen > rec_end:
+                return ERR_FIELD_OVERRUN, p, table[:i]
+            p += vlen
+        else:
+            vlen = -1
+        hc, p, ok = _varint(area, p, rec_end, 5)
+        if not ok:
+            return ERR_VARINT, p, table[:i]
+        if hc < 0 or hc > rec_end - p:
+            return ERR_HEADER_COUNT, p, table[:i]
+        for _ in range(hc):
+            hk, p, ok = _varint(area, p, rec_end, 5)
+            if not ok:
+                return ERR_VARINT, p, table[:i]
+            if hk < 0:
+                return ERR_NULL_HEADER_KEY, p, table[:i]
+            if p + hk > rec_end:
+                return ERR_FIELD_OVERRUN, p, table[:i]
+            p += hk
+            hv, p, ok = _varint(area, p, rec_end, 5)
+            if not ok:
+                return ERR_VARINT, p, table[:i]
+            if hv > 0:
+                if p + hv > rec_end:
+                    return ERR_FIELD_OVERRUN, p, table[:i]
+                p += hv
+        if p != rec_end:
+            return ERR_LEFTOVER, rec_start, table[:i]
+        row = table[i]
+        row[0] = base_offset + od
+        row[1] = rec_start
+        row[2] = rec_end
+        row[3] = body
+        row[4] = tsd
+        row[5] = kpos
+        row[6] = klen
+        row[7] = vlen
+    if p != end:
+        return ERR_LEFTOVER, p, table
+    return OK, p, table
+
+
+# ---------------------------------------------------------------------------------------------- hashing
+_C1 = np.uint64(0x87C37B91114253D5)
+_C2 = np.uint64(0x4CF5AD432745937F)
+
+
+@njit(cache=True, inline="always")
+def _rotl64(x, r):
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+@njit(cache=True, inline="always")
+def _fmix64(k):
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xFF51AFD7ED558CCD)
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xC4CEB9FE1A85EC53)
+    k ^= k >> np.uint64(33)
+    return k
+
+
+@njit(cache=True, inline="always")
+def _load_le64(b, p, n):
+    v = np.uint64(0)
+    for i in range(n - 1, -1, -1):
+        v = (v << np.uint64(8)) | np.uint64(b[p + i])
+    return v
+
+
+@njit(cache=True)
+def murmur3_128(b, p, n):
+    """MurmurHash3 x64 128 (seed 0) of ``b[p:p+n]``; stands in for Kafka's MD5 key digest: 16 bytes,
+    same map footprint, two keys with the same digest are treated as the same key."""
+    h1 = np.uint64(0)
+    h2 = np.uint64(0)
+    nblocks = n // 16
+    for i in range(nblocks):
+        k1 = _load_le64(b, p + i * 16, 8)
+        k2 = _load_le64(b, p + i * 16 + 8, 8)
+        k1 *= _C1
+        k1 = _rotl64(k1, 31)
+        k1 *= _C2
+        h1 ^= k1
+        h1 = _rotl64(h1, 27)
+        h1 += h2
+        h1 = h1 * np.uint64(5) + np.uint64(0x52DCE729)
+        k2 *= _C2
+        k2 = _rotl64(k2, 33)
+        k2 *= _C1
+        h2 ^= k2
+        h2 = _rotl64(h2, 31)
+        h2 += h1
+        h2 = h2 * np.uint64(5) + np.uint64(0x38495AB5)
+    tail = p + nblocks * 16
+    rem = n & 15
+    if rem > 8:
+        k2 = _load_le64(b, tail + 8, rem - 8)
+        k2 *= _C2
+        k2 = _rotl64(k2, 33)
+        k2 *= _C1
+        h2 ^= k2
+    if rem > 0:
+        k1 = _load_le64(b, tail, min(rem, 8))
+        k1 *= _C1
+        k1 = _rotl64(k1, 31)
+        k1 *= _C2
+        h1 ^= k1
+    h1 ^= np.uint64(n)
+    h2 ^= np.uint64(n)
+    h1 += h2
+    h2 += h1
+    h1 = _fmix64(h1)
+    h2 = _fmix64(h2)
+    h1 += h2
+    h2 += h1
+    return h1, h2
+
+
+@njit(cache=True)
+def hash_keys(area, key_pos, key_len):
+    """128-bit digests of each non-null key; null keys get (0, 0) and must be masked by the caller."""
+    n = key_pos.shape[0]
+    hi = np.zeros(n, dtype=np.uint64)
+    lo = np.zeros(n, dtype=np.uint64)
+    for i in range(n):
+        if key_len[i] >= 0:
+            a, b = murmur3_128(area, key_pos[i], key_len[i])
+            hi[i] = a
+            lo[i] = b
+    return hi, lo
+
+
+# ---------------------------------------------------------------------------------------------- offset map
+@njit(cache=True, inline="always")
+def _slot(hi, lo, slots):
+    return np.int64((hi ^ (lo >> np.uint64(7))) % np.uint64(slots))
+
+
+@njit(cache=True)
+def map_put_many(keys_hi, keys_lo, offs, hi, lo, offsets, n_used, capacity, mask):
+    """Insert ``(hash, offset)`` for each i where ``mask[i]``; an existing key is overwritten without
+    growing. As Kafka's cleaner does, once the map holds ``capacity`` keys the next keyed record stops
+    the pass, even one whose key is already present. Returns (consumed, n_used, last_put) where
+    consumed = number of input rows processed (== len(hi) unless the map filled)."""
+    slots = keys_hi.shape[0]
+    last_put = np.int64(-1)
+    for i in range(hi.shape[0]):
+        if not mask[i]:
+            continue
+        if n_used >= capacity:
+            return i, n_used, last_put
+        s = _slot(hi[i], lo[i], slots)
+        while True:
+            if offs[s] < 0:
+                keys_hi[s] = hi[i]
+                keys_lo[s] = lo[i]
+                offs[s] = offsets[i]
+                n_used += 1
+                break
+            if keys_hi[s] == hi[i] and keys_lo[s] == lo[i]:
+                offs[s] = offsets[i]
+                break
+            s += 1
+            if s == slots:
+                s = 0
+        last_put = offsets[i]
+    return hi.shape[0], n_used, last_put
+
+
+@njit(cache=True)
+def map_get_many(keys_hi, keys_lo, offs, hi, lo, mask):
+    """Latest offset for each key (``-1`` when absent or masked out)."""
+    slots = keys_hi.shape[0]
+    out = np.full(hi.shape[0], -1, dtype=np.int64)
+    for i in range(hi.shape[0]):
+        if not mask[i]:
+            continue
+        s = _slot(hi[i], lo[i], slots)
+        for _ in range(slots):
+            if offs[s] < 0:
+                break
+            if keys_hi[s] == hi[i] and keys_lo[s] == lo[i]:
+                out[i] = offs[s]
+                break
+            s += 1
+            if s == slots:
+                s = 0
+    return out
+
+
+@njit(cache=True)
+def copy_ranges(src, starts, ends, out):
+    """Concatenate ``src[starts[i]:ends[i]]`` into ``out``; returns bytes written."""
+    w = 0
+    for i in range(starts.shape[0]):
+        n = ends[i] - starts[i]
+        out[w : w + n] = src[starts[i] : ends[i]]
+        w += n
+    return w
