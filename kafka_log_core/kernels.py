@@ -372,3 +372,52 @@ def copy_ranges(src, starts, ends, out):
         out[w : w + n] = src[starts[i] : ends[i]]
         w += n
     return w
+
+
+@njit(cache=True, inline="always")
+def _varlong_size(v):
+    u = np.uint64((v << 1) ^ (v >> 63))
+    n = 1
+    while u >= np.uint64(0x80):
+        u >>= np.uint64(7)
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _put_varlong(out, w, v):
+    u = np.uint64((v << 1) ^ (v >> 63))
+    while u >= np.uint64(0x80):
+        out[w] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
+        u >>= np.uint64(7)
+        w += 1
+    out[w] = np.uint8(u)
+    return w + 1
+
+
+@njit(cache=True)
+def rebuild_records(area, rec_end, body_start, ts_delta, new_ts_delta, keep):
+    """Re-encode the kept records of a v2 record area with new timestamp deltas (the base timestamp
+    changed). Keys, values, headers and offset deltas are copied byte for byte. Returns the new record
+    area (uint8)."""
+    total = 0
+    for i in range(keep.shape[0]):
+        if keep[i]:
+            total += rec_end[i] - body_start[i] + 20
+    out = np.empty(total, dtype=np.uint8)
+    w = 0
+    for i in range(keep.shape[0]):
+        if not keep[i]:
+            continue
+        old_tsd = ts_delta[i]
+        new_tsd = new_ts_delta[i]
+        rest = body_start[i] + 1 + _varlong_size(old_tsd)
+        rest_len = rec_end[i] - rest
+        length = 1 + _varlong_size(new_tsd) + rest_len
+        w = _put_varlong(out, w, np.int64(length))  # zig-zag of a non-negative int32 == varint
+        out[w] = area[body_start[i]]
+        w += 1
+        w = _put_varlong(out, w, new_tsd)
+        out[w : w + rest_len] = area[rest : rec_end[i]]
+        w += rest_len
+    return out[:w]
