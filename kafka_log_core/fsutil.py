@@ -1,0 +1,67 @@
+"""Durable file writes: fsync the data, rename atomically, fsync the directory.
+
+The broker writes every checkpoint and metadata file as ``<name>.tmp`` + fsync + atomic rename
+(``Utils.atomicMoveWithFallback``) and fsyncs the parent directory so that the rename itself survives a
+power cut. Outputs that take part in the cleaner's ``.cleaned`` -> ``.swap`` protocol get their
+atomicity from that protocol instead and are written in place with :func:`write_bytes_fsync`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+TMP_SUFFIX = ".tmp"
+
+StrPath = str | os.PathLike[str]
+
+
+def fsync_dir(path: StrPath) -> None:
+    """Flush a directory's entries (creations, renames, deletions) to disk."""
+    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_fsync(path: StrPath, data: bytes | bytearray | memoryview) -> None:
+    """Create or truncate ``path``, write all of ``data`` and fsync it (no rename, no directory fsync)."""
+    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: StrPath, data: bytes | bytearray | memoryview) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new content.
+
+    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the directory. A failed write
+    removes the temporary file; it never leaves a half-written ``path`` behind.
+    """
+    target = os.fspath(path)
+    tmp = target + TMP_SUFFIX
+    try:
+        write_bytes_fsync(tmp, data)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(os.path.dirname(os.path.abspath(target)))
+
+
+def rename_with_fsync(src: StrPath, dst: StrPath) -> None:
+    """Atomically rename ``src`` to ``dst`` (replacing it) and fsync the directories involved."""
+    source, target = os.fspath(src), os.fspath(dst)
+    os.replace(source, target)
+    target_dir = os.path.dirname(os.path.abspath(target))
+    fsync_dir(target_dir)
+    source_dir = os.path.dirname(os.path.abspath(source))
+    if source_dir != target_dir:
+        fsync_dir(source_dir)
