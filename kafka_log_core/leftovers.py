@@ -138,7 +138,9 @@ def apply_leftovers(
     if plan.rename:
         fsutil.fsync_dir(d)
     for base in plan.rebuild_indexes:
-        rebuild_indexes(d, base, index_interval_bytes=index_interval_bytes, segment_index_bytes=segment_index_bytes)
+        rebuild_indexes(
+            d, base, index_interval_bytes=index_interval_bytes, segment_index_bytes=segment_index_bytes
+        )
     for base in plan.empty_time_indexes:
         path = segment_file(d, base, TIME_INDEX_SUFFIX)
         if not path.exists():
@@ -151,7 +153,10 @@ def rebuild_indexes(
     """Rebuild ``.index`` and ``.timeindex`` of one segment from its ``.log`` (recovery's rule)."""
     log_path = segment_file(directory, base, LOG_SUFFIX)
     builder = IndexBuilder(
-        base, index_interval_bytes=index_interval_bytes, segment_index_bytes=segment_index_bytes, path=log_path
+        base,
+        index_interval_bytes=index_interval_bytes,
+        segment_index_bytes=segment_index_bytes,
+        path=log_path,
     )
     for batch in log_file.iter_file_batches(log_path, strict=True):
         builder.append(batch.position, batch.last_offset, batch.max_timestamp)

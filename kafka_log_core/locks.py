@@ -117,7 +117,9 @@ def checkpoint_lock(log_dir: str | os.PathLike[str], timeout_s: float = 60.0) ->
     deadline = time.monotonic() + timeout_s
     while not _try(fd, fcntl.LOCK_EX, _CHECKPOINT_BYTE):
         if time.monotonic() > deadline:
-            raise LogDirLockedError(f"timed out waiting for the checkpoint lock on {Path(log_dir) / LOCK_FILE}")
+            raise LogDirLockedError(
+                f"timed out waiting for the checkpoint lock on {Path(log_dir) / LOCK_FILE}"
+            )
         time.sleep(0.01)
     try:
         yield

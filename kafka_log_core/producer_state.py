@@ -100,7 +100,9 @@ def build_producer_table(log, now_ms: int, expiration_ms: int) -> ProducerTable:
     snapshots = sorted(
         (parsed.base_offset, path)
         for path in log.directory.iterdir()
-        if (parsed := parse_segment_file(path.name)) and parsed.suffix == SNAPSHOT_SUFFIX and parsed.marker is None
+        if (parsed := parse_segment_file(path.name))
+        and parsed.suffix == SNAPSHOT_SUFFIX
+        and parsed.marker is None
     )
     if not snapshots and log.clean_shutdown:
         return ProducerTable({}, "empty: clean shutdown without producer snapshots (as the broker)")
@@ -118,7 +120,12 @@ def build_producer_table(log, now_ms: int, expiration_ms: int) -> ProducerTable:
             if s.current_txn_first_offset < 0 and now_ms - s.timestamp >= expiration_ms:
                 continue
             entries[s.producer_id] = ProducerEntry(
-                s.producer_id, s.epoch, s.last_offset, s.timestamp, s.current_txn_first_offset, s.coordinator_epoch
+                s.producer_id,
+                s.epoch,
+                s.last_offset,
+                s.timestamp,
+                s.current_txn_first_offset,
+                s.coordinator_epoch,
             )
         start = offset
         source = f"snapshot {path.name} + replay"

@@ -32,6 +32,7 @@ class RecordTable:
     rec_start: np.ndarray | None = None  # int64 byte ranges of each record in ``area`` (v2 only)
     rec_end: np.ndarray | None = None
     body_start: np.ndarray | None = None  # position of the record's attributes byte (after length)
+    raw_ts_delta: np.ndarray | None = None  # timestamp deltas as encoded (v2 only)
     legacy: tuple = ()  # LegacyRecord objects (legacy batches only)
 
     @property
@@ -66,11 +67,11 @@ def record_table(batch: FileBatch) -> RecordTable:
     else:
         area = np.frombuffer(batch.data, dtype=np.uint8)
         start = record_batch.HEADER_SIZE
-    err, err_pos, table = kernels.walk_records(area, start, area.shape[0], header.records_count, header.base_offset)
+    err, err_pos, table = kernels.walk_records(
+        area, start, area.shape[0], header.records_count, header.base_offset
+    )
     if err != kernels.OK:
-        where = (
-            f" (byte {err_pos} of the decompressed record area)" if compressed else ""
-        )
+        where = f" (byte {err_pos} of the decompressed record area)" if compressed else ""
         raise CorruptRecordError(
             f"{kernels.ERROR_TEXT[err]} in batch at offset {header.base_offset}{where}",
             batch.path,
@@ -94,6 +95,7 @@ def record_table(batch: FileBatch) -> RecordTable:
         rec_start=table[:, 1].copy(),
         rec_end=table[:, 2].copy(),
         body_start=table[:, 3].copy(),
+        raw_ts_delta=table[:, 4].copy(),
     )
 
 
