@@ -1,0 +1,237 @@
+"""What every job shares: the options, the driver's listing of partition directories, the Spark map over
+them, and the result table (printed, written as JSON/Parquet). Jobs stay thin: the work of one
+partition is a function in ``kafka_log_core.tasks``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from kafka_log_core import locks
+from kafka_log_core.config import ConfigSet, load_config
+from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.filenames import list_partition_dirs
+from kafka_log_core.partition_log import LogDirState, PartitionCheckpoints
+from kafka_log_core.tasks import JobOptions, PartitionTask
+
+DEFAULT_CONF_DIR = Path("conf")
+
+
+def shared_options(func: Callable) -> Callable:
+    """The options of compact, retain and report, in one place."""
+    options = [
+        click.option(
+            "--log-dir",
+            "log_dirs",
+            multiple=True,
+            required=True,
+            type=click.Path(file_okay=False),
+            help="A Kafka log.dirs entry (repeatable).",
+        ),
+        click.option(
+            "--topic", "topic_regex", default=None, help="Only topics matching this regex (full match)."
+        ),
+        click.option(
+            "--conf-dir",
+            type=click.Path(file_okay=False),
+            default=None,
+            help="Directory with *.properties (broker level) and topics/<topic>.properties; default ./conf.",
+        ),
+        click.option(
+            "--config",
+            "config_files",
+            multiple=True,
+            type=click.Path(dir_okay=False),
+            help="A broker properties file (repeatable), e.g. the broker's server.properties.",
+        ),
+        click.option(
+            "--topic-config",
+            "topic_configs",
+            multiple=True,
+            metavar="TOPIC:KEY=VALUE",
+            help="A per-topic override with a topic-level name (repeatable).",
+        ),
+        click.option(
+            "--set",
+            "sets",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Override on top of everything (broker- or topic-level name; repeatable).",
+        ),
+        click.option("--now-ms", type=int, default=None, help="The time the rules use (default: the clock)."),
+        click.option(
+            "--require-high-watermark",
+            is_flag=True,
+            help="Fail partitions without a replication-offset-checkpoint entry instead of using the LEO.",
+        ),
+        click.option(
+            "--output",
+            type=click.Choice(["table", "json"]),
+            default=None,
+            help="Result format on standard output (default: table on a terminal, else json).",
+        ),
+        click.option(
+            "--report-path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Also write the result table to PATH (.json or .parquet).",
+        ),
+        click.option(
+            "--master", default=None, help="Spark master URL (default: spark-submit's, else local[*])."
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@dataclass(frozen=True)
+class Listing:
+    tasks: list[PartitionTask]
+    failed: list[dict]  # rows for log dirs that could not be read at all
+    notes: list[str]
+
+
+def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: bool) -> Listing:
+    pattern = re.compile(topic_regex) if topic_regex else None
+    tasks: list[PartitionTask] = []
+    failed: list[dict] = []
+    notes: list[str] = []
+    for log_dir in log_dirs:
+        d = Path(log_dir)
+        if not d.is_dir():
+            raise click.UsageError(f"--log-dir {log_dir}: not a directory")
+        try:
+            partitions = list_partition_dirs(d)
+        except OSError as err:
+            failed.append(_dir_row(log_dir, f"cannot list {log_dir}: {err}"))
+            continue
+        partitions = [(tp, p) for tp, p in partitions if pattern is None or pattern.fullmatch(tp.topic)]
+        held = locks.broker_holds(d)
+        if held and writing:
+            msg = f"{d / '.lock'} is held by a running Kafka broker: stop it before running a job that writes"
+            failed += [_dir_row(log_dir, msg, tp.topic, tp.partition) for tp, _ in partitions] or [
+                _dir_row(log_dir, msg)
+            ]
+            continue
+        if held:
+            notes.append(f"{log_dir}: a running broker holds this log dir; figures may change under us")
+        try:
+            state = LogDirState.read(d)
+        except KafkaLogError as err:
+            msg = f"log-dir checkpoint unreadable (the broker would take this log dir offline): {err}"
+            failed += [_dir_row(log_dir, msg, tp.topic, tp.partition) for tp, _ in partitions]
+            continue
+        for tp, _ in partitions:
+            tasks.append(PartitionTask(os.fspath(log_dir), tp.topic, tp.partition, state.for_partition(tp)))
+    return Listing(tasks, failed, notes)
+
+
+def _dir_row(log_dir: str, reason: str, topic: str = "", partition: int = -1) -> dict:
+    return {"log_dir": log_dir, "topic": topic, "partition": partition, "status": "failed", "reason": reason}
+
+
+def load_configs(conf_dir, config_files, topic_configs, sets) -> ConfigSet:
+    conf = Path(conf_dir) if conf_dir else (DEFAULT_CONF_DIR if DEFAULT_CONF_DIR.is_dir() else None)
+    try:
+        return load_config(conf, list(config_files), list(topic_configs), list(sets))
+    except KafkaLogError as err:
+        raise click.UsageError(str(err)) from err
+
+
+def spark_session(master: str | None, app: str):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    if master:
+        builder = builder.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded Spark
+        builder = builder.master("local[*]")
+    session = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def run_distributed(spark, tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict]) -> list[dict]:
+    """Map ``fn`` over the tasks, one Spark task per partition directory."""
+    if not tasks:
+        return []
+    rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
+    return rdd.map(fn).collect()
+
+
+def emit(
+    rows: list[dict],
+    schema,
+    columns: Sequence[str],
+    spark,
+    output: str | None,
+    report_path: str | None,
+    title: str,
+) -> None:
+    """Print the result table (stdout: only the JSON array with --output json) and write the report."""
+    full = [{c: r.get(c) for c in columns} for r in rows]
+    fmt = output or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json":
+        sys.stdout.write(json.dumps(full, default=str) + "\n")
+    else:
+        click.echo(format_table(full, columns, title))
+    if report_path:
+        if report_path.endswith(".parquet"):
+            spark.createDataFrame(full, schema).toPandas().to_parquet(report_path, index=False)
+        else:
+            Path(report_path).write_text(json.dumps(full, default=str, indent=1) + "\n")
+
+
+def format_table(rows: list[dict], columns: Sequence[str], title: str) -> str:
+    shown = (
+        [c for c in columns if c != "log_dir"]
+        if len({r.get("log_dir") for r in rows}) <= 1
+        else list(columns)
+    )
+    cells = [[_cell(r.get(c)) for c in shown] for r in rows]
+    widths = [max([len(c)] + [len(x[i]) for x in cells]) for i, c in enumerate(shown)]
+    widths = [min(w, 80) for w in widths]
+    line = "  ".join(c.ljust(w) for c, w in zip(shown, widths, strict=True))
+    out = [title, line, "  ".join("-" * w for w in widths)]
+    for x in cells:
+        out.append("  ".join(v[:w].ljust(w) for v, w in zip(x, widths, strict=True)))
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.get("status", "?")] = counts.get(r.get("status", "?"), 0) + 1
+    out.append(f"{len(rows)} partitions: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    return "\n".join(out)
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return str(v)
+
+
+def job_options(now_ms: int | None, **kw) -> JobOptions:
+    return JobOptions(now_ms=int(time.time() * 1000) if now_ms is None else now_ms, **kw)
+
+
+def exit_status(rows: list[dict]) -> int:
+    return 1 if any(r.get("status") == "failed" for r in rows) else 0
+
+
+__all__ = ["PartitionCheckpoints"]

@@ -1,0 +1,68 @@
+"""Nightly compaction: Kafka's log cleaner over every compacted partition of the given log dirs.
+
+spark-submit jobs/compact.py --log-dir /data/kafka-logs [options]
+kafka-log-jobs compact --log-dir /data/kafka-logs [options]
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
+
+from jobs import common
+from kafka_log_core.tasks import COMPACT_ROW, compact_partition
+
+SCHEMA = StructType(
+    [
+        StructField("log_dir", StringType(), False),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("status", StringType(), False),
+        StructField("reason", StringType(), True),
+        StructField("dirty_ratio", DoubleType(), True),
+        StructField("first_dirty_offset", LongType(), True),
+        StructField("first_uncleanable_offset", LongType(), True),
+        StructField("bytes_before", LongType(), True),
+        StructField("bytes_after", LongType(), True),
+        StructField("records_before", LongType(), True),
+        StructField("records_after", LongType(), True),
+        StructField("tombstones_removed", LongType(), True),
+        StructField("map_utilization", DoubleType(), True),
+        StructField("duration_ms", LongType(), True),
+    ]
+)
+COLUMNS = [f.name for f in SCHEMA.fields]
+
+
+def run(spark, log_dirs, topic_regex, configs, opts) -> list[dict]:
+    """Compact every selected partition; rows come back filthiest first."""
+    listing = common.list_tasks(log_dirs, topic_regex, writing=not opts.dry_run)
+    for note in listing.notes:
+        click.echo(note, err=True)
+    fn = functools.partial(compact_partition, configs=configs, opts=opts)
+    rows = common.run_distributed(spark, listing.tasks, fn)
+    rows += [dict(COMPACT_ROW, **r) for r in listing.failed]
+    rows.sort(key=lambda r: (-(r.get("dirty_ratio") or 0.0), r["log_dir"], r["topic"], r["partition"]))
+    return rows
+
+
+@click.command("compact")
+@common.shared_options
+@click.option("--dry-run", is_flag=True, help="Compute and print the plan, change nothing.")
+def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, now_ms, require_high_watermark,
+            output, report_path, master, dry_run):  # fmt: skip
+    """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
+    configs = common.load_configs(conf_dir, config_files, topic_configs, sets)
+    opts = common.job_options(now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark)
+    spark = common.spark_session(master, "kafka-log-jobs compact")
+    rows = run(spark, log_dirs, topic_regex, configs, opts)
+    title = "compaction plan (dry run)" if dry_run else "compaction"
+    common.emit(rows, SCHEMA, COLUMNS, spark, output, report_path, title)
+    sys.exit(common.exit_status(rows))
+
+
+if __name__ == "__main__":
+    command()

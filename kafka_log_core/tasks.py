@@ -1,0 +1,198 @@
+"""Per-partition work units: what one Spark task (or one local call) does for one partition directory.
+
+The driver lists partition directories and reads the log-dir checkpoint files once; each task gets a
+small picklable :class:`PartitionTask` and returns one result row (a plain dict matching the job's
+schema). A task never raises for bad data or a refused operation: it reports the partition as
+``failed`` with a one-line reason naming the file and position, leaves it as it was, and the other
+partitions go on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cleaner, leftovers, locks
+from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from .config import ConfigSet, LogConfig
+from .errors import (
+    HighWatermarkMissingError,
+    InsufficientSpaceError,
+    KafkaLogError,
+)
+from .filenames import TopicPartition
+from .partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionCheckpoints, PartitionLog
+from .producer_state import build_producer_table
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTask:
+    log_dir: str
+    topic: str
+    partition: int
+    checkpoints: PartitionCheckpoints
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    now_ms: int
+    dry_run: bool = False
+    require_high_watermark: bool = False
+    force: bool = False
+    log_start_offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
+
+
+def _run_guarded(task: PartitionTask, base_row: dict, body: Callable[[dict], None]) -> dict:
+    """Run ``body`` to fill ``row``; turn any error into a failed row with a one-line reason."""
+    started = time.monotonic()
+    row = dict(base_row, log_dir=task.log_dir, topic=task.topic, partition=task.partition)
+    try:
+        body(row)
+    except KafkaLogError as err:
+        row.update(status="failed", reason=str(err))
+    except OSError as err:
+        row.update(status="failed", reason=f"{type(err).__name__}: {err}")
+    except Exception as err:  # a bug: still one line in the table, with where it happened
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        row.update(
+            status="failed",
+            reason=f"internal error {type(err).__name__}: {err} ({os.path.basename(where.filename)}:{where.lineno})",
+        )
+    row["duration_ms"] = int((time.monotonic() - started) * 1000)
+    return row
+
+
+def prepare(task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str]) -> PartitionLog:
+    """Loader leftovers (applied unless dry run), then the partition opened; HW rule applied."""
+    directory = Path(task.log_dir) / task.tp.dir_name
+    plan = leftovers.plan_leftovers(directory)
+    if not plan.empty:
+        verb = "would resolve" if opts.dry_run else "resolved"
+        notes.append(f"{verb} leftovers of an unfinished operation: {'; '.join(plan.describe())}")
+        if not opts.dry_run:
+            leftovers.apply_leftovers(
+                plan,
+                index_interval_bytes=cfg.index_interval_bytes,
+                segment_index_bytes=cfg.segment_index_bytes,
+            )
+    log = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
+    log.validate_offsets()
+    if not log.high_watermark_from_checkpoint:
+        if opts.require_high_watermark:
+            raise HighWatermarkMissingError(
+                f"{Path(task.log_dir) / 'replication-offset-checkpoint'}: no entry for {task.tp} "
+                "(--require-high-watermark)"
+            )
+        notes.append(
+            f"no high watermark in replication-offset-checkpoint: used the log end offset {log.log_end_offset}"
+        )
+    return log
+
+
+def update_checkpoint(log_dir: str, name: str, tp: TopicPartition, offset: int | None) -> None:
+    """Set (or with None remove) one partition's entry of a log-dir checkpoint, under the lock."""
+    path = Path(log_dir) / name
+    with locks.checkpoint_lock(log_dir):
+        entries = read_offset_checkpoint(path)
+        if offset is None:
+            if tp not in entries:
+                return
+            entries.pop(tp)
+        else:
+            if entries.get(tp) == offset:
+                return
+            entries[tp] = offset
+        write_offset_checkpoint(path, dict(sorted(entries.items())))
+
+
+def check_free_space(directory: Path, needed: int) -> None:
+    free = shutil.disk_usage(directory).free
+    if free < needed:
+        raise InsufficientSpaceError(
+            f"{directory}: {free} bytes free, the cleaned copy needs up to {needed} bytes; nothing was changed"
+        )
+
+
+COMPACT_ROW = dict(
+    status="skipped", reason="", dirty_ratio=0.0, first_dirty_offset=None, first_uncleanable_offset=None,
+    bytes_before=0, bytes_after=0, records_before=0, records_after=0, tombstones_removed=0,
+    map_utilization=0.0, duration_ms=0,
+)  # fmt: skip
+
+
+def compact_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions) -> dict:
+    def body(row: dict) -> None:
+        cfg = configs.for_topic(task.topic)
+        notes: list[str] = []
+        if not cfg.compact:
+            row["reason"] = (
+                f"cleanup.policy={','.join(sorted(cfg.cleanup_policy)) or '(empty)'} does not include compact"
+            )
+            return
+        lock = locks.partition_lock(task.log_dir, task.tp) if not opts.dry_run else _nolock()
+        with lock:
+            log = prepare(task, cfg, opts, notes)
+            producers = build_producer_table(log, opts.now_ms, configs.broker.producer_id_expiration_ms)
+            plan = cleaner.plan_cleaning(log, cfg, configs.broker, opts.now_ms, producers)
+            row.update(
+                dirty_ratio=plan.dirty_ratio,
+                first_dirty_offset=plan.first_dirty_offset,
+                first_uncleanable_offset=plan.first_uncleanable_offset,
+                bytes_before=log.size_in_bytes,
+                bytes_after=log.size_in_bytes,
+            )
+            if plan.checkpoint_reset:
+                notes.append(
+                    f"cleaner checkpoint out of range: reset to the log start offset {plan.log_start_offset}"
+                )
+            if not plan.eligible:
+                if plan.checkpoint_reset and not opts.dry_run:
+                    update_checkpoint(
+                        task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, plan.first_dirty_offset
+                    )
+                row["reason"] = "; ".join([plan.reason, *notes])
+                return
+            if opts.dry_run:
+                row.update(status="would clean", reason="; ".join([plan.reason, *notes]))
+                return
+            check_free_space(
+                log.directory,
+                sum(s.size for s in log.segments if s.base_offset < plan.first_uncleanable_offset),
+            )
+            result = cleaner.clean_log(log, plan, cfg, configs.broker, opts.now_ms, producers)
+            update_checkpoint(task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, result.end_offset)
+            after = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
+            s = result.stats
+            if result.map_full:
+                notes.append(
+                    f"offset map full ({configs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
+                    f"{result.end_offset}, the rest on the next run"
+                )
+            row.update(
+                status="cleaned",
+                reason="; ".join([plan.reason, *notes]),
+                bytes_after=after.size_in_bytes,
+                records_before=s.records_read,
+                records_after=s.records_retained,
+                tombstones_removed=s.tombstones_read - s.tombstones_retained,
+                map_utilization=result.map_utilization,
+            )
+
+    return _run_guarded(task, COMPACT_ROW, body)
+
+
+class _nolock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
