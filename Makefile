@@ -34,7 +34,7 @@ bench: $(STAMP) ## benchmark: ratios measured side by side in one run
 	$(PY) -m bench.run
 
 soak: $(STAMP) ## long crash-injection run
-	$(PY) -m pytest tests/test_crash_safety.py --soak $(PYTEST_ARGS)
+	SOAK=1 $(PY) -m pytest tests/test_crash_safety.py -s $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff format check and lint
 	$(VENV)/bin/ruff check kafka_log_core jobs spark_udfs tests
