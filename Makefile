@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SAMPLE ?= sample/logs
+SAMPLE_CONF ?= sample/conf
+NOW_MS ?= 1767225600000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -24,10 +26,10 @@ test: $(STAMP) ## run the whole suite (core, Spark, real Kafka broker)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 run: $(STAMP) ## generate a sample log directory and run report, compact and retain on it
-	$(PY) -m kafka_log_core.sample --out $(SAMPLE) --fresh
-	$(VENV)/bin/kafka-log-jobs report --log-dir $(SAMPLE) --now-ms 1767225600000
-	$(VENV)/bin/kafka-log-jobs compact --log-dir $(SAMPLE) --now-ms 1767225600000
-	$(VENV)/bin/kafka-log-jobs retain --log-dir $(SAMPLE) --now-ms 1767225600000
+	$(PY) -m kafka_log_core.sample --out $(SAMPLE) --fresh --now-ms $(NOW_MS)
+	$(VENV)/bin/kafka-log-jobs report --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --output table
+	$(VENV)/bin/kafka-log-jobs compact --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --output table
+	$(VENV)/bin/kafka-log-jobs retain --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --output table
 	$(VENV)/bin/kafka-log-jobs offsets --log-dir $(SAMPLE) --time -2
 
 bench: $(STAMP) ## benchmark: ratios measured side by side in one run
