@@ -196,3 +196,56 @@ class _nolock:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+RETAIN_ROW = dict(
+    status="skipped", reason="", segments_deleted=0, bytes_deleted=0, log_start_offset_before=None,
+    log_start_offset_after=None, duration_ms=0,
+)  # fmt: skip
+
+
+def retain_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions) -> dict:
+    """Retention of one partition (time, size, log start offset), as UnifiedLog.deleteOldSegments."""
+    from . import retention
+
+    def body(row: dict) -> None:
+        cfg = configs.for_topic(task.topic)
+        notes: list[str] = []
+        override = next(
+            (o for t, p, o in opts.log_start_offsets if t == task.topic and p == task.partition), None
+        )
+        lock = locks.partition_lock(task.log_dir, task.tp) if not opts.dry_run else _nolock()
+        with lock:
+            log = prepare(task, cfg, opts, notes)
+            row.update(
+                log_start_offset_before=log.log_start_offset, log_start_offset_after=log.log_start_offset
+            )
+            if cfg.compact and not configs.broker.log_cleaner_enable and override is None:
+                row["reason"] = (
+                    "compacted topic and log.cleaner.enable=false: the broker applies no retention"
+                )
+                return
+            plan = retention.plan_retention(
+                log, cfg, opts.now_ms, log_start_offset_override=override, force=opts.force
+            )
+            notes += list(plan.warnings)
+            rules = sorted({d.reason for d in plan.deletions})
+            row.update(
+                segments_deleted=len(plan.deletions),
+                bytes_deleted=plan.bytes_deleted,
+                log_start_offset_after=plan.new_log_start_offset,
+            )
+            if not plan.changes_anything:
+                row["reason"] = "; ".join(["nothing to delete", *notes])
+                return
+            summary = f"{len(plan.deletions)} segments by {', '.join(rules) or 'no rule'}" + (
+                "; rolled an empty active segment first" if plan.roll else ""
+            )
+            if opts.dry_run:
+                row.update(status="would delete", reason="; ".join([summary, *notes]))
+                return
+            result = retention.apply_retention(log, plan, cfg)
+            retention.update_log_dir_checkpoints(task.log_dir, task.tp, result)
+            row.update(status="deleted", reason="; ".join([summary, *notes]))
+
+    return _run_guarded(task, RETAIN_ROW, body)

@@ -1,0 +1,98 @@
+"""Retention sweep: time, size and log-start-offset rules, as the broker applies them.
+
+spark-submit jobs/retain.py --log-dir /data/kafka-logs [options]
+kafka-log-jobs retain --log-dir /data/kafka-logs [options]
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+
+import click
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from jobs import common
+from kafka_log_core.tasks import RETAIN_ROW, retain_partition
+
+SCHEMA = StructType(
+    [
+        StructField("log_dir", StringType(), False),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("status", StringType(), False),
+        StructField("reason", StringType(), True),
+        StructField("segments_deleted", LongType(), True),
+        StructField("bytes_deleted", LongType(), True),
+        StructField("log_start_offset_before", LongType(), True),
+        StructField("log_start_offset_after", LongType(), True),
+        StructField("duration_ms", LongType(), True),
+    ]
+)
+COLUMNS = [f.name for f in SCHEMA.fields]
+_LSO = re.compile(r"(?P<topic>.+):(?P<partition>\d+)=(?P<offset>\d+)")
+
+
+def parse_log_start_offsets(values) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for value in values:
+        m = _LSO.fullmatch(value)
+        if not m:
+            raise click.BadParameter(
+                f"{value!r}: expected TOPIC:PARTITION=OFFSET", param_hint="'--log-start-offset'"
+            )
+        out.append((m["topic"], int(m["partition"]), int(m["offset"])))
+    return tuple(out)
+
+
+def run(spark, log_dirs, topic_regex, configs, opts) -> list[dict]:
+    listing = common.list_tasks(log_dirs, topic_regex, writing=not opts.dry_run)
+    for note in listing.notes:
+        click.echo(note, err=True)
+    fn = functools.partial(retain_partition, configs=configs, opts=opts)
+    rows = common.run_distributed(spark, listing.tasks, fn)
+    rows += [dict(RETAIN_ROW, **r) for r in listing.failed]
+    rows.sort(key=lambda r: (r["log_dir"], r["topic"], r["partition"]))
+    return rows
+
+
+@click.command("retain")
+@common.shared_options
+@click.option("--dry-run", is_flag=True, help="Compute and print the plan, change nothing.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Allow retention.ms below one hour, or deleting every non-empty segment of a partition.",
+)
+@click.option(
+    "--log-start-offset",
+    "log_start_offsets",
+    multiple=True,
+    metavar="TOPIC:PARTITION=OFFSET",
+    help="Advance a partition's log start offset (offline DeleteRecords; repeatable).",
+)
+def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, now_ms, require_high_watermark,
+            output, report_path, master, dry_run, force, log_start_offsets):  # fmt: skip
+    """Delete segments by retention.ms, retention.bytes and the log start offset, as the broker does."""
+    configs = common.load_configs(conf_dir, config_files, topic_configs, sets)
+    opts = common.job_options(
+        now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, force=force,
+        log_start_offsets=parse_log_start_offsets(log_start_offsets),
+    )  # fmt: skip
+    spark = common.spark_session(master, "kafka-log-jobs retain")
+    rows = run(spark, log_dirs, topic_regex, configs, opts)
+    common.emit(
+        rows,
+        SCHEMA,
+        COLUMNS,
+        spark,
+        output,
+        report_path,
+        "retention plan (dry run)" if dry_run else "retention",
+    )
+    sys.exit(common.exit_status(rows))
+
+
+if __name__ == "__main__":
+    command()
