@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 # The real Kafka broker fixtures live in tests/kafka_harness.py (rootdir is on sys.path for conftest).
@@ -12,6 +15,10 @@ pytest_plugins = ["kafka_harness"]
 def spark():
     """One local[2] SparkSession for the whole test run, UI off."""
     from pyspark.sql import SparkSession
+
+    # Executors run this interpreter (the virtualenv's), as the jobs' own session builder arranges.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
     session = (
         SparkSession.builder.master("local[2]")

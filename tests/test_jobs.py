@@ -1,0 +1,236 @@
+"""The compact and retain jobs end to end on real directories and the shared local Spark session:
+options, result rows, JSON output, failures reported per partition, refusals."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+from logbuild import TS, batch, make_log, read_records
+
+from jobs import compact, retain
+from kafka_log_core import cleaner
+from kafka_log_core.config import load_config
+from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.partition_log import LogDirState, PartitionLog
+
+pytestmark = pytest.mark.spark
+NOW = TS + 3_600_000
+
+
+def _compacted_log(log_dir, partitions=2):
+    for p in range(partitions):
+        make_log(
+            log_dir,
+            "orders",
+            p,
+            {
+                0: [batch(0, [("a", "1"), ("b", "1")]), batch(2, [("a", "2"), (None, "x")])],
+                4: [batch(4, [("b", None), ("c", "1")])],
+                6: [batch(6, [("a", "3")])],
+            },
+        )
+
+
+def _invoke(command, args):
+    runner = CliRunner()
+    return runner.invoke(command, args, catch_exceptions=False)
+
+
+def test_compact_job_prints_only_a_json_array_and_cleans_every_partition(spark, tmp_path):
+    _compacted_log(tmp_path)
+    result = _invoke(
+        compact.command,
+        [
+            "--log-dir",
+            str(tmp_path),
+            "--set",
+            "cleanup.policy=compact",
+            "--now-ms",
+            str(NOW),
+            "--output",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["topic"], r["partition"], r["status"]) for r in rows] == [
+        ("orders", 0, "cleaned"),
+        ("orders", 1, "cleaned"),
+    ]
+    assert set(rows[0]) == set(compact.COLUMNS)
+    for p in range(2):
+        assert read_records(tmp_path / f"orders-{p}") == [
+            (2, b"a", b"2"),
+            (4, b"b", None),
+            (5, b"c", b"1"),
+            (6, b"a", b"3"),
+        ]
+    ckpt = (tmp_path / "cleaner-offset-checkpoint").read_text().split("\n")
+    assert ckpt[:4] == ["0", "2", "orders 0 6", "orders 1 6"]
+
+
+def test_dirty_ratio_in_the_result_is_the_cleaners_own(spark, tmp_path):
+    _compacted_log(tmp_path, partitions=1)
+    configs = load_config(None, [], [], ["cleanup.policy=compact"])
+    tp = TopicPartition("orders", 0)
+    log = PartitionLog.open(tmp_path, tp, LogDirState.read(tmp_path).for_partition(tp))
+    plan = cleaner.plan_cleaning(log, configs.for_topic("orders"), configs.broker, NOW)
+    # by hand: segments 0 (2 batches) and 4 are cleanable, nothing clean yet -> ratio 1
+    assert plan.dirty_ratio == 1.0
+    rows = compact.run(spark, [str(tmp_path)], None, configs, compact.common.job_options(NOW, dry_run=True))
+    assert rows[0]["dirty_ratio"] == plan.dirty_ratio
+    assert rows[0]["status"] == "would clean"
+    assert read_records(tmp_path / "orders-0")[0] == (0, b"a", b"1")  # dry run changed nothing
+
+
+def test_a_corrupt_partition_fails_alone_and_the_exit_status_says_so(spark, tmp_path):
+    _compacted_log(tmp_path)
+    seg = tmp_path / "orders-1" / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    data[40] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    before = seg.read_bytes()
+    result = _invoke(
+        compact.command,
+        [
+            "--log-dir",
+            str(tmp_path),
+            "--set",
+            "cleanup.policy=compact",
+            "--now-ms",
+            str(NOW),
+            "--output",
+            "json",
+        ],
+    )
+    assert result.exit_code == 1
+    rows = {r["partition"]: r for r in json.loads(result.stdout)}
+    assert rows[0]["status"] == "cleaned"
+    assert rows[1]["status"] == "failed"
+    assert "orders-1/00000000000000000000.log at position 0: CRC32C mismatch" in rows[1]["reason"]
+    assert seg.read_bytes() == before
+
+
+def test_unknown_config_name_is_a_usage_error_before_any_work(spark, tmp_path):
+    _compacted_log(tmp_path, partitions=1)
+    result = CliRunner().invoke(
+        compact.command, ["--log-dir", str(tmp_path), "--set", "log.cleaner.min.cleanable.ratoi=0.1"]
+    )
+    assert result.exit_code == 2
+    assert "log.cleaner.min.cleanable.ratoi" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "cleaner-offset-checkpoint").exists()
+
+
+def test_a_log_dir_locked_by_a_running_broker_is_refused(spark, tmp_path):
+    _compacted_log(tmp_path, partitions=1)
+    lock = tmp_path / ".lock"
+    lock.touch()
+    # A stand-in for the broker: another process holding an exclusive lock over the whole file, as Java's
+    # FileChannel.tryLock does.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import fcntl, os, sys, time
+            fd = os.open({str(lock)!r}, os.O_RDWR)
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            print("locked", flush=True)
+            time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == b"locked"
+        result = _invoke(
+            compact.command,
+            [
+                "--log-dir",
+                str(tmp_path),
+                "--set",
+                "cleanup.policy=compact",
+                "--now-ms",
+                str(NOW),
+                "--output",
+                "json",
+            ],
+        )
+        assert result.exit_code == 1
+        (row,) = json.loads(result.stdout)
+        assert row["status"] == "failed" and "running Kafka broker" in row["reason"]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert read_records(tmp_path / "orders-0")[0] == (0, b"a", b"1")
+    assert fcntl is not None and os.path.exists(lock)
+
+
+def test_retain_job_deletes_by_time_and_moves_the_log_start_offset(spark, tmp_path):
+    day = 86_400_000
+    make_log(
+        tmp_path,
+        "clicks",
+        0,
+        {0: [batch(0, [("k", "old")], ts=NOW - 10 * day)], 1: [batch(1, [("k", "new")], ts=NOW - 1000)]},
+    )
+    result = _invoke(retain.command, ["--log-dir", str(tmp_path), "--now-ms", str(NOW), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert (row["status"], row["segments_deleted"], row["log_start_offset_after"]) == ("deleted", 1, 1)
+    assert read_records(tmp_path / "clicks-0") == [(1, b"k", b"new")]
+    assert not list((tmp_path / "clicks-0").glob("*.deleted"))
+
+
+def test_retain_guard_refuses_short_retention_without_force(spark, tmp_path):
+    make_log(
+        tmp_path, "clicks", 0, {0: [batch(0, [("k", "v")], ts=NOW - 7200_000)], 1: [batch(1, [("k", "w")])]}
+    )
+    args = [
+        "--log-dir",
+        str(tmp_path),
+        "--now-ms",
+        str(NOW),
+        "--output",
+        "json",
+        "--set",
+        "retention.ms=60000",
+    ]
+    result = _invoke(retain.command, args)
+    assert result.exit_code == 1
+    (row,) = json.loads(result.stdout)
+    assert row["status"] == "failed" and "--force" in row["reason"]
+    assert len(read_records(tmp_path / "clicks-0")) == 2
+    result = _invoke(retain.command, [*args, "--force"])
+    assert json.loads(result.stdout)[0]["status"] == "deleted"
+
+
+def test_log_start_offset_option_is_offline_delete_records(spark, tmp_path):
+    make_log(
+        tmp_path,
+        "t",
+        0,
+        {0: [batch(0, [("a", "1"), ("b", "2")])], 2: [batch(2, [("c", "3")])], 3: [batch(3, [("d", "4")])]},
+    )
+    result = _invoke(
+        retain.command,
+        [
+            "--log-dir",
+            str(tmp_path),
+            "--now-ms",
+            str(NOW),
+            "--output",
+            "json",
+            "--log-start-offset",
+            "t:0=2",
+            "--set",
+            "retention.ms=-1",
+        ],
+    )
+    (row,) = json.loads(result.stdout)
+    assert (row["segments_deleted"], row["log_start_offset_after"]) == (1, 2), row
+    assert read_records(tmp_path / "t-0") == [(2, b"c", b"3"), (3, b"d", b"4")]
