@@ -245,6 +245,7 @@ def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: Offset
                 puts += n_masked
             if batch.last_offset >= start:
                 offset_map.update_latest_offset(batch.last_offset)
+        segment.drop_cache()  # pass 2 reads it again: memory stays one segment, not the dirty section
         if full:
             break
         offset_map.update_latest_offset(next_start - 1)
@@ -564,6 +565,7 @@ def clean_log(
         for seg in group:
             for batch in seg.batches():
                 batch.verify()
+            seg.drop_cache()
     rnd = _Round(
         offset_map,
         now_ms,

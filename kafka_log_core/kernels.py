@@ -313,7 +313,7 @@ def _slot(hi, lo, slots):
 
 @njit(cache=True)
 def map_put_many(keys_hi, keys_lo, offs, hi, lo, offsets, n_used, capacity, mask):
-    """Insert ``(hash, offset)`` for each i where ``mask[i]``; an existing key is overwritten without
+    """Slots store ``offset + 1`` so that an all-zero (calloc'ed, untouched) table is empty. Insert ``(hash, offset)`` for each i where ``mask[i]``; an existing key is overwritten without
     growing. As Kafka's cleaner does, once the map holds ``capacity`` keys the next keyed record stops
     the pass, even one whose key is already present. Returns (consumed, n_used, last_put) where
     consumed = number of input rows processed (== len(hi) unless the map filled)."""
@@ -326,14 +326,14 @@ def map_put_many(keys_hi, keys_lo, offs, hi, lo, offsets, n_used, capacity, mask
             return i, n_used, last_put
         s = _slot(hi[i], lo[i], slots)
         while True:
-            if offs[s] < 0:
+            if offs[s] == 0:
                 keys_hi[s] = hi[i]
                 keys_lo[s] = lo[i]
-                offs[s] = offsets[i]
+                offs[s] = offsets[i] + 1
                 n_used += 1
                 break
             if keys_hi[s] == hi[i] and keys_lo[s] == lo[i]:
-                offs[s] = offsets[i]
+                offs[s] = offsets[i] + 1
                 break
             s += 1
             if s == slots:
@@ -352,10 +352,10 @@ def map_get_many(keys_hi, keys_lo, offs, hi, lo, mask):
             continue
         s = _slot(hi[i], lo[i], slots)
         for _ in range(slots):
-            if offs[s] < 0:
+            if offs[s] == 0:
                 break
             if keys_hi[s] == hi[i] and keys_lo[s] == lo[i]:
-                out[i] = offs[s]
+                out[i] = offs[s] - 1
                 break
             s += 1
             if s == slots:

@@ -27,7 +27,9 @@ class OffsetMap:
             )
         self._hi = np.zeros(self.slots, dtype=np.uint64)
         self._lo = np.zeros(self.slots, dtype=np.uint64)
-        self._off = np.full(self.slots, -1, dtype=np.int64)
+        # Zeroed arrays come from calloc: pages stay unmapped until a key lands there, so a map sized for
+        # the broker's buffer costs memory only for the keys it holds. Slots store offset + 1 (0 = empty).
+        self._off = np.zeros(self.slots, dtype=np.int64)
         self.size = 0
         self.latest_offset = -1
 

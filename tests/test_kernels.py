@@ -56,7 +56,7 @@ def test_offset_map_keeps_latest_offset_and_stops_when_full():
     slots = 10
     kh = np.zeros(slots, dtype=np.uint64)
     kl = np.zeros(slots, dtype=np.uint64)
-    offs = np.full(slots, -1, dtype=np.int64)
+    offs = np.zeros(slots, dtype=np.int64)
     hi = np.array([1, 2, 1, 3, 4, 5], dtype=np.uint64)
     lo = np.array([9, 9, 9, 9, 9, 9], dtype=np.uint64)
     offsets = np.array([100, 101, 102, 103, 104, 105], dtype=np.int64)
