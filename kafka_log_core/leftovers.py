@@ -60,8 +60,8 @@ class LeftoverPlan:
 
 def _next_offset_of(log_path: Path, base: int) -> int:
     last = None
-    for last in log_file.iter_file_batches(log_path):
-        pass
+    for batch in log_file.iter_file_batches(log_path):
+        last = batch
     return base if last is None else last.last_offset + 1
 
 

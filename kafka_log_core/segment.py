@@ -130,8 +130,8 @@ class Segment:
                 self.index_path,
             )
         last = None
-        for last in self.header_scan(start):
-            pass
+        for batch in self.header_scan(start):
+            last = batch
         return self.base_offset if last is None else last.last_offset + 1
 
     def header_scan(self, start_position: int = 0) -> Iterator[FileBatch]:
