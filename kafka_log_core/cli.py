@@ -1,0 +1,123 @@
+"""The ``kafka-log-jobs`` command line: one click group, one small function per subcommand.
+
+Subcommands only parse options, call the core and print; the Kafka logic lives in ``kafka_log_core``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .dump import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    MAX_INT,
+    DumpOptions,
+    DumpReport,
+    dump_file,
+    error_line,
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Offline jobs on Kafka's on-disk log format (segments, indexes, checkpoints)."""
+
+
+# Subcommands: `compact`, `retain`, `report` and `offsets` are registered here, next to `dump`
+# (a `@main.command()` function below, or `main.add_command(...)` of a command defined in jobs/).
+
+
+@main.command()
+@click.option(
+    "--files",
+    "files",
+    multiple=True,
+    required=True,
+    metavar="FILE[,FILE...]",
+    help="Comma-separated .log, .index, .timeindex, .txnindex, .snapshot or .checkpoint files (repeatable).",
+)
+@click.option("--deep-iteration", is_flag=True, help="Print every record, not only batches.")
+@click.option(
+    "--print-data-log", is_flag=True, help="Print keys and payloads as UTF-8 (implies --deep-iteration)."
+)
+@click.option(
+    "--verify-index-only", is_flag=True, help="Check index entries against the log without printing them."
+)
+@click.option("--index-sanity-check", is_flag=True, help="Only run the index sanity check.")
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(0, MAX_INT),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Read at most this many bytes of each .log file.",
+)
+@click.option(
+    "--max-message-size",
+    type=click.IntRange(0, MAX_INT),
+    default=DEFAULT_MAX_MESSAGE_SIZE,
+    show_default=True,
+    help="Largest batch read at an offset-index position.",
+)
+@click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
+def dump(
+    files: tuple[str, ...],
+    deep_iteration: bool,
+    print_data_log: bool,
+    verify_index_only: bool,
+    index_sanity_check: bool,
+    max_bytes: int,
+    max_message_size: int,
+    skip_record_metadata: bool,
+) -> None:
+    """Print segment files exactly as Kafka's kafka-dump-log does.
+
+    A file that cannot be read gets one "error:" line on stderr; the other files are still dumped and
+    the exit status is 1.
+    """
+    options = DumpOptions(
+        deep_iteration=deep_iteration,
+        print_data_log=print_data_log,
+        verify_index_only=verify_index_only,
+        index_sanity_check=index_sanity_check,
+        max_bytes=max_bytes,
+        max_message_size=max_message_size,
+        skip_record_metadata=skip_record_metadata,
+    )
+    paths = [path for value in files for path in value.split(",") if path]
+    if not paths:
+        raise click.BadParameter("no file given", param_hint="'--files'")
+    missing = [path for path in paths if not os.path.exists(path)]
+    if missing:
+        raise click.BadParameter(f"no such file: {', '.join(missing)}", param_hint="'--files'")
+    out, err = sys.stdout, sys.stderr
+    for stream in (out, err):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")  # print what the terminal cannot show as '?', like Java
+    report = DumpReport()
+    failed = 0
+    try:
+        for path in paths:
+            try:
+                for line in dump_file(path, options, report):
+                    (err if line.stderr else out).write(line.text + "\n")
+            except BrokenPipeError:
+                raise
+            except Exception as problem:  # one line per unreadable file, never a traceback
+                out.flush()
+                err.write(error_line(problem, path) + "\n")
+                failed += 1
+        out.flush()
+        for text in report.lines():
+            err.write(text + "\n")
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep Python from complaining at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(1) from None
+    if failed:
+        raise SystemExit(1)
