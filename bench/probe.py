@@ -1,0 +1,357 @@
+"""One measurement per process, so each one's peak memory is its own.
+
+``python -m bench.probe KIND ...`` prints one JSON object on standard output. Every probe imports and
+warms up what it measures first (numba loads its cached machine code on the first call), then records
+the resident set as ``baseline_rss``, resets the kernel's high-water mark (``/proc/self/clear_refs``)
+and measures; ``peak_rss`` is the high-water mark of the measured part alone. Times are the best of
+``--repeat`` runs (``time.perf_counter``), in one thread: per core.
+
+Kinds:
+
+* ``read SEGMENT``: plain sequential read of the file (1 MiB ``readinto``; page cache warm).
+* ``crc SEGMENT``: one CRC32C pass (``crc32c.crc32c``) over the bytes, in memory.
+* ``scan SEGMENT``: our decode: ``log_file.iter_batches`` + CRC verify + ``scan.record_table`` (walk
+  every record, extract and hash its key) over all batches, in memory. With a breakdown of its parts.
+* ``kafka-python SEGMENT``: ``kafka.record.MemoryRecords`` over the same bytes, touching every
+  record's key (no CRC check: kafka-python's iteration does not verify it).
+* ``compact LOG_DIR``: ``tasks.compact_partition`` on every partition of LOG_DIR (changes it), with
+  ``--phases`` a separate timing of the parts first (producer table, plan, pass 1).
+* ``spark SOURCE_LOG_DIR --master local[N] --counts 1,2,4,8 --work DIR``: the Spark job
+  (``jobs.compact.run``) on copies of the first 1, 2, 4, 8 partitions of SOURCE, one session, after a
+  warm-up job that starts every Python worker. Copies are made before the clock starts. The peak memory
+  here is the driver's only (the executors are Spark's Python workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+KiB = 1024
+
+
+# ---------------------------------------------------------------------------------------------- memory
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def rss_bytes() -> int:
+    kib = _status_kib("VmRSS")
+    return (kib or 0) * KiB
+
+
+def reset_peak() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0); False when not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_bytes() -> int:
+    kib = _status_kib("VmHWM")
+    if kib is None:  # not Linux: the whole process's peak (ru_maxrss is KiB on Linux, bytes on macOS)
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib * KiB
+
+
+class Meter:
+    """Baseline RSS, then peak RSS of what follows."""
+
+    def __init__(self) -> None:
+        gc.collect()
+        self.baseline = rss_bytes()
+        self.peak_reset = reset_peak()
+
+    def result(self) -> dict:
+        return {"baseline_rss": self.baseline, "peak_rss": peak_bytes(), "peak_reset": self.peak_reset}
+
+
+class Clock:
+    """Wall and CPU time (this process, all threads) of what follows."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def result(self) -> dict:
+        return {"seconds": time.perf_counter() - self.wall, "cpu_seconds": time.process_time() - self.cpu}
+
+
+def best_of(repeat: int, fn) -> tuple[dict, object]:
+    """The fastest of ``repeat`` runs by wall time, and the least CPU time of any run."""
+    best: dict = {"seconds": float("inf"), "cpu_seconds": float("inf")}
+    out = None
+    for _ in range(repeat):
+        clock = Clock()
+        out = fn()
+        took = clock.result()
+        best = {k: min(best[k], took[k]) for k in best}
+    return best, out
+
+
+# ---------------------------------------------------------------------------------------------- probes
+def probe_read(path: str, repeat: int) -> dict:
+    size = os.path.getsize(path)
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+
+    def run() -> int:
+        total = 0
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(view):
+                total += n
+        return total
+
+    run()
+    meter = Meter()
+    times, total = best_of(repeat, run)
+    if total != size:
+        raise RuntimeError(f"{path}: read {total} bytes, expected {size}")
+    return {**times, "bytes": size, **meter.result()}
+
+
+def probe_crc(path: str, repeat: int) -> dict:
+    import crc32c
+
+    data = Path(path).read_bytes()
+    crc32c.crc32c(data[:4096])
+    meter = Meter()
+    times, _ = best_of(repeat, lambda: crc32c.crc32c(data))
+    return {**times, "bytes": len(data), **meter.result()}
+
+
+def probe_scan(path: str, repeat: int) -> dict:
+    from kafka_log_core import kernels, log_file, scan
+
+    data = Path(path).read_bytes()
+
+    def run() -> int:
+        records = 0
+        for batch in log_file.iter_batches(data, path):
+            batch.verify()
+            records += len(scan.record_table(batch))
+        return records
+
+    for i, batch in enumerate(log_file.iter_batches(data, path)):  # load the compiled kernels
+        scan.record_table(batch)
+        if i > 16:
+            break
+    meter = Meter()
+    times, records = best_of(repeat, run)
+    mem = meter.result()
+
+    # Where a scan's time goes, per batch: the same calls one by one (least CPU time of ``repeat``).
+    batches = list(log_file.iter_batches(data, path))
+    areas = [(np.frombuffer(b.data, dtype=np.uint8), b.header) for b in batches]
+    walked = [kernels.walk_records(a, 61, a.shape[0], h.records_count, h.base_offset)[2] for a, h in areas]
+    keys = [(a, t[:, 5].copy(), t[:, 6].copy()) for (a, _), t in zip(areas, walked, strict=True)]
+    calls = {
+        "iter_batches": lambda: sum(1 for _ in log_file.iter_batches(data, path)),
+        "crc_verify": lambda: [b.verify() for b in batches],
+        "walk_records": lambda: [
+            kernels.walk_records(a, 61, a.shape[0], h.records_count, h.base_offset) for a, h in areas
+        ],
+        "hash_keys": lambda: [kernels.hash_keys(a, p, n) for a, p, n in keys],
+        "record_table": lambda: [scan.record_table(b) for b in batches],
+    }
+    parts = {name: best_of(repeat, call)[0]["cpu_seconds"] for name, call in calls.items()}
+    return {
+        **times,
+        "bytes": len(data),
+        "records": records,
+        "batches": len(batches),
+        "parts_cpu_seconds": parts,
+        **mem,
+    }
+
+
+def probe_kafka_python(path: str, repeat: int) -> dict:
+    from kafka.record.memory_records import MemoryRecords
+
+    data = Path(path).read_bytes()
+
+    def run() -> int:
+        records = 0
+        mr = MemoryRecords(data)
+        while (batch := mr.next_batch()) is not None:
+            for record in batch:
+                record.key  # noqa: B018 - the key is what compaction needs
+                records += 1
+        return records
+
+    meter = Meter()
+    times, records = best_of(repeat, run)
+    return {**times, "bytes": len(data), "records": records, **meter.result()}
+
+
+def _warm_compaction(sets: list[str]) -> None:
+    """Compact a tiny generated partition so every kernel is loaded before we measure."""
+    from bench.generate import MiB, Workload, generate
+    from jobs import common
+    from kafka_log_core.config import load_config
+    from kafka_log_core.tasks import compact_partition
+
+    with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
+        generate(tmp, Workload(partition_bytes=MiB, segment_bytes=128 * KiB, tombstone_share=0.1))
+        configs = load_config(None, [], [], sets)
+        listing = common.list_tasks([tmp], None, writing=True)
+        for task in listing.tasks:
+            compact_partition(task, configs, common.job_options(None))
+
+
+def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> dict:
+    from jobs import common
+    from kafka_log_core import cleaner, config
+    from kafka_log_core.config import load_config
+    from kafka_log_core.offset_map import OffsetMap
+    from kafka_log_core.partition_log import PartitionLog
+    from kafka_log_core.producer_state import build_producer_table
+    from kafka_log_core.tasks import compact_partition
+
+    _warm_compaction(sets)
+    configs = load_config(None, [], [], sets)
+    broker = configs.broker
+    opts = common.job_options(now_ms)
+    listing = common.list_tasks([log_dir], None, writing=True)
+    out: dict = {
+        "map_bytes": config.dedupe_map_slots(broker) * config.OFFSET_MAP_ENTRY_BYTES,
+        "map_slots": config.dedupe_map_slots(broker),
+        "map_capacity": config.dedupe_map_usable_entries(broker),
+    }
+    if phases:  # the parts in CPU seconds, on their own (pass 1 on a map of its own; nothing is written)
+        parts: dict[str, float] = {}
+        for task in listing.tasks:
+            cfg = configs.for_topic(task.topic)
+            t0 = time.process_time()
+            log = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
+            producers = build_producer_table(log, opts.now_ms, broker.producer_id_expiration_ms)
+            t1 = time.process_time()
+            plan = cleaner.plan_cleaning(log, cfg, broker, opts.now_ms, producers)
+            t2 = time.process_time()
+            omap = OffsetMap(out["map_bytes"], broker.log_cleaner_io_buffer_load_factor)
+            t3 = time.process_time()
+            cleaner.build_offset_map(log, plan.first_dirty_offset, plan.first_uncleanable_offset, omap)
+            t4 = time.process_time()
+            for key, dt in (("open_and_producer_table", t1 - t0), ("plan", t2 - t1), ("map_alloc", t3 - t2),
+                            ("pass1_offset_map", t4 - t3)):  # fmt: skip
+                parts[key] = parts.get(key, 0.0) + dt
+            del log, omap
+        out["phases_cpu_seconds"] = parts
+    meter = Meter()
+    clock = Clock()
+    rows = [compact_partition(task, configs, opts) for task in listing.tasks]
+    out.update(clock.result())
+    out.update(meter.result())
+    out["rows"] = rows
+    return out
+
+
+def _copy_partitions(source: Path, target: Path, count: int) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for f in source.iterdir():
+        if f.is_file():
+            shutil.copyfile(f, target / f.name)
+    dirs = sorted((d for d in source.iterdir() if d.is_dir()), key=lambda d: int(d.name.rsplit("-", 1)[1]))
+    if len(dirs) < count:
+        raise RuntimeError(f"{source}: {len(dirs)} partitions, {count} wanted")
+    for d in dirs[:count]:
+        shutil.copytree(d, target / d.name)
+
+
+def probe_spark(source: str, master: str, counts: list[int], work: str, sets: list[str], now_ms: int) -> dict:
+    from bench.generate import MiB, Workload, generate
+    from jobs import common, compact
+    from kafka_log_core.config import load_config
+
+    configs = load_config(None, [], [], sets)
+    opts = common.job_options(now_ms)
+    session_started = time.perf_counter()
+    spark = common.spark_session(master, "kafka-log-jobs bench")
+    parallelism = spark.sparkContext.defaultParallelism
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
+            warm = Workload(partitions=max(2, parallelism), partition_bytes=MiB, segment_bytes=128 * KiB)
+            generate(tmp, warm)
+            compact.run(spark, [tmp], None, configs, opts)
+        warm_seconds = time.perf_counter() - session_started
+        runs = []
+        for count in counts:
+            target = Path(work) / f"spark-{parallelism}-{count}"
+            _copy_partitions(Path(source), target, count)
+            meter = Meter()
+            started = time.perf_counter()
+            rows = compact.run(spark, [str(target)], None, configs, opts)
+            seconds = time.perf_counter() - started
+            runs.append(
+                {
+                    "partitions": count,
+                    "seconds": seconds,
+                    "statuses": sorted({r["status"] for r in rows}),
+                    "failed": [r["reason"] for r in rows if r["status"] == "failed"],
+                    "records": sum(r.get("records_before") or 0 for r in rows),
+                    "records_after": sum(r.get("records_after") or 0 for r in rows),
+                    "task_ms": [r.get("duration_ms") for r in rows],
+                    **meter.result(),
+                }
+            )
+            shutil.rmtree(target, ignore_errors=True)
+    finally:
+        spark.stop()
+    return {"master": master, "cores": parallelism, "session_and_warmup_seconds": warm_seconds, "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.probe")
+    parser.add_argument("kind", choices=["read", "crc", "scan", "kafka-python", "compact", "spark"])
+    parser.add_argument("path")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--now-ms", type=int, default=None)
+    parser.add_argument("--phases", action="store_true")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--counts", default="1,2,4,8")
+    parser.add_argument("--work", default=None)
+    args = parser.parse_args(argv)
+    if args.kind == "read":
+        result = probe_read(args.path, args.repeat)
+    elif args.kind == "crc":
+        result = probe_crc(args.path, args.repeat)
+    elif args.kind == "scan":
+        result = probe_scan(args.path, args.repeat)
+    elif args.kind == "kafka-python":
+        result = probe_kafka_python(args.path, args.repeat)
+    else:
+        now_ms = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
+        if args.kind == "compact":
+            result = probe_compact(args.path, args.sets, now_ms, args.phases)
+        else:
+            counts = [int(c) for c in args.counts.split(",")]
+            work = args.work or tempfile.mkdtemp(prefix="bench-spark-")
+            result = probe_spark(args.path, args.master, counts, work, args.sets, now_ms)
+    result["kind"] = args.kind
+    sys.stdout.write(json.dumps(result, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
