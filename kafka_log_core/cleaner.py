@@ -486,7 +486,14 @@ def _rebuild_legacy(
     log_append = header.magic == 1 and header.timestamp_type == 1
     if header.compression == compression.NONE:
         return batch.data, batch.max_timestamp  # one record per entry: kept whole or dropped whole
-    inner = [LegacyRecord(r.offset, header.magic, 0, r.timestamp, 0, r.key, r.value) for r in kept]
+    # The builder writes every inner message with the wrapper's magic; under LogAppendTime each carries
+    # the append time and the timestamp-type bit.
+    inner_attributes = 0x08 if log_append else 0
+    inner = [
+        LegacyRecord(r.offset, header.magic, inner_attributes, header.timestamp if log_append else r.timestamp, 0,
+                     r.key, r.value)
+        for r in kept
+    ]  # fmt: skip
     wrapper_ts = (
         header.timestamp if log_append else (max(r.timestamp for r in kept) if header.magic == 1 else -1)
     )
@@ -555,7 +562,7 @@ def clean_log(
         offset_map = OffsetMap(_map_memory(broker), broker.log_cleaner_io_buffer_load_factor)
     first_dirty, upper = plan.first_dirty_offset, plan.first_uncleanable_offset
     result = build_offset_map(log, first_dirty, upper, offset_map)
-    end_offset = result.end_offset
+    end_offset = max(result.end_offset, first_dirty)  # an empty dirty section leaves the checkpoint
     # legacyDeleteHorizonMs: mtime of the last clean segment minus delete.retention.ms
     clean_segments = [s for s in log.segments if s.base_offset < first_dirty]
     legacy_horizon = clean_segments[-1].mtime_ms - cfg.delete_retention_ms if clean_segments else 0

@@ -398,8 +398,8 @@ def _put_varlong(out, w, v):
 @njit(cache=True)
 def rebuild_records(area, rec_end, body_start, ts_delta, new_ts_delta, keep):
     """Re-encode the kept records of a v2 record area with new timestamp deltas (the base timestamp
-    changed). Keys, values, headers and offset deltas are copied byte for byte. Returns the new record
-    area (uint8)."""
+    changed) and attributes 0, as Kafka's builder writes them. Offset deltas, keys, values and headers
+    are copied byte for byte. Returns the new record area (uint8)."""
     total = 0
     for i in range(keep.shape[0]):
         if keep[i]:
@@ -415,7 +415,7 @@ def rebuild_records(area, rec_end, body_start, ts_delta, new_ts_delta, keep):
         rest_len = rec_end[i] - rest
         length = 1 + _varlong_size(new_tsd) + rest_len
         w = _put_varlong(out, w, np.int64(length))  # zig-zag of a non-negative int32 == varint
-        out[w] = area[body_start[i]]
+        out[w] = 0  # record attributes: unused, the builder always writes 0
         w += 1
         w = _put_varlong(out, w, new_tsd)
         out[w : w + rest_len] = area[rest : rec_end[i]]

@@ -88,7 +88,9 @@ def decode_message(
     if magic not in (0, 1):
         raise CorruptRecordError(f"legacy message magic {magic}, expected 0 or 1", None, pos)
     if size < MIN_MESSAGE_SIZE[magic]:
-        raise CorruptRecordError(f"v{magic} message size {size} is below {MIN_MESSAGE_SIZE[magic]}", None, pos)
+        raise CorruptRecordError(
+            f"v{magic} message size {size} is below {MIN_MESSAGE_SIZE[magic]}", None, pos
+        )
     msg_end = msg + size
     if check_crc:
         computed = zlib.crc32(memoryview(buf)[msg + 4 : msg_end])
@@ -106,12 +108,16 @@ def decode_message(
     key, p = _read_sized(buf, p, msg_end, "key", pos)
     value, p = _read_sized(buf, p, msg_end, "value", pos)
     if p != msg_end:
-        raise CorruptRecordError(f"{msg_end - p} bytes left over in legacy message at offset {offset}", None, pos)
+        raise CorruptRecordError(
+            f"{msg_end - p} bytes left over in legacy message at offset {offset}", None, pos
+        )
     record = LegacyRecord(offset, magic, attributes, timestamp, crc, key, value, size + LOG_OVERHEAD)
     return record, msg_end
 
 
-def _read_sized(buf: bytes | memoryview, p: int, end: int, what: str, entry_pos: int) -> tuple[bytes | None, int]:
+def _read_sized(
+    buf: bytes | memoryview, p: int, end: int, what: str, entry_pos: int
+) -> tuple[bytes | None, int]:
     if p + 4 > end:
         raise CorruptRecordError(f"legacy message {what} length truncated", None, entry_pos)
     (n,) = _INT32.unpack_from(buf, p)
@@ -190,7 +196,14 @@ def encode_wrapper(
         raise ValueError("a legacy wrapper needs at least one record")
     first = records[0].offset
     inner = b"".join(
-        encode_message(r.offset - first if magic == 1 else r.offset, magic, r.key, r.value, r.timestamp)
+        encode_message(
+            r.offset - first if magic == 1 else r.offset,
+            magic,
+            r.key,
+            r.value,
+            r.timestamp,
+            r.attributes & TIMESTAMP_TYPE_MASK if magic == 1 else 0,
+        )  # fmt: skip
         for r in records
     )
     if wrapper_timestamp is None:

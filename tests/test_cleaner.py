@@ -1438,11 +1438,6 @@ def test_legacy_log_append_time_wrapper_keeps_the_append_time(tmp_path):
     assert [(m[0], m[3]) for m in _wrapper_inner_messages(rebuilt.raw)] == [(0, w)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cleaner bug: _rebuild_legacy/encode_wrapper write inner messages of a rebuilt v1 LogAppendTime "
-    "wrapper with attributes 0; Kafka's MemoryRecordsBuilder writes them with the timestamp-type bit",
-)
 def test_rebuilt_legacy_log_append_time_inner_messages_carry_the_timestamp_type(tmp_path):
     # MemoryRecordsBuilder.appendLegacyRecord -> LegacyRecord.write(..., timestampType): inner attributes = 0x08.
     w = TS + 900
@@ -1607,11 +1602,6 @@ def test_segment_with_offset_overflow_is_refused_without_changes(tmp_path):
     assert {p.name: p.read_bytes() for p in d.iterdir()} == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cleaner bug: kernels.rebuild_records copies each kept record's attributes byte; Kafka re-encodes "
-    "rebuilt records with DefaultRecord.writeTo, which always writes attributes 0",
-)
 def test_rebuilt_records_are_written_with_attributes_zero(tmp_path):
     # DefaultRecord.writeTo: "there are no used record attributes at the moment" -> 0 on every rewrite.
     odd = record_batch.build_batch(
