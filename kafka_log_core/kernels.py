@@ -1,5 +1,5 @@
 """The hot loops, compiled once with numba: batch-header scanning, record walking (varints, key
-extraction), key hashing and the cleaner's offset map. Everything around them stays plain Python.
+extraction), MD5 key digests and the cleaner's offset map. Everything around them stays plain Python.
 
 Inputs are ``numpy.uint8`` arrays over the bytes of a ``.log`` file or of a decompressed record
 area. Kernels never raise: they return an error code and a byte position, and the Python callers
@@ -8,6 +8,8 @@ disk so that Spark executors do not compile again.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit
@@ -215,91 +217,80 @@ def walk_records(area, start, end, count, base_offset):
 
 
 # ---------------------------------------------------------------------------------------------- hashing
-_C1 = np.uint64(0x87C37B91114253D5)
-_C2 = np.uint64(0x4CF5AD432745937F)
+# Kafka's cleaner keys its offset map on the MD5 digest of the key (SkimpyOffsetMap, "MD5" in 4.x):
+# two keys with the same digest are the same key. MD5 (RFC 1321) here, compiled.
+_MD5_S = np.array(
+    [7, 12, 17, 22] * 4 + [5, 9, 14, 20] * 4 + [4, 11, 16, 23] * 4 + [6, 10, 15, 21] * 4, dtype=np.int64
+)
+_MD5_K = np.array([int(abs(math.sin(i + 1)) * 2**32) & 0xFFFFFFFF for i in range(64)], dtype=np.uint64)
+_M32 = np.uint64(0xFFFFFFFF)
 
 
 @njit(cache=True, inline="always")
-def _rotl64(x, r):
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
-
-
-@njit(cache=True, inline="always")
-def _fmix64(k):
-    k ^= k >> np.uint64(33)
-    k *= np.uint64(0xFF51AFD7ED558CCD)
-    k ^= k >> np.uint64(33)
-    k *= np.uint64(0xC4CEB9FE1A85EC53)
-    k ^= k >> np.uint64(33)
-    return k
-
-
-@njit(cache=True, inline="always")
-def _load_le64(b, p, n):
-    v = np.uint64(0)
-    for i in range(n - 1, -1, -1):
-        v = (v << np.uint64(8)) | np.uint64(b[p + i])
-    return v
+def _md5_byte(b, p, n, i, total):
+    if i < n:
+        return np.uint64(b[p + i])
+    if i == n:
+        return np.uint64(0x80)
+    if i >= total - 8:
+        return (np.uint64(n) * np.uint64(8) >> np.uint64(8 * (i - (total - 8)))) & np.uint64(0xFF)
+    return np.uint64(0)
 
 
 @njit(cache=True)
-def murmur3_128(b, p, n):
-    """MurmurHash3 x64 128 (seed 0) of ``b[p:p+n]``; stands in for Kafka's MD5 key digest: 16 bytes,
-    same map footprint, two keys with the same digest are treated as the same key."""
-    h1 = np.uint64(0)
-    h2 = np.uint64(0)
-    nblocks = n // 16
-    for i in range(nblocks):
-        k1 = _load_le64(b, p + i * 16, 8)
-        k2 = _load_le64(b, p + i * 16 + 8, 8)
-        k1 *= _C1
-        k1 = _rotl64(k1, 31)
-        k1 *= _C2
-        h1 ^= k1
-        h1 = _rotl64(h1, 27)
-        h1 += h2
-        h1 = h1 * np.uint64(5) + np.uint64(0x52DCE729)
-        k2 *= _C2
-        k2 = _rotl64(k2, 33)
-        k2 *= _C1
-        h2 ^= k2
-        h2 = _rotl64(h2, 31)
-        h2 += h1
-        h2 = h2 * np.uint64(5) + np.uint64(0x38495AB5)
-    tail = p + nblocks * 16
-    rem = n & 15
-    if rem > 8:
-        k2 = _load_le64(b, tail + 8, rem - 8)
-        k2 *= _C2
-        k2 = _rotl64(k2, 33)
-        k2 *= _C1
-        h2 ^= k2
-    if rem > 0:
-        k1 = _load_le64(b, tail, min(rem, 8))
-        k1 *= _C1
-        k1 = _rotl64(k1, 31)
-        k1 *= _C2
-        h1 ^= k1
-    h1 ^= np.uint64(n)
-    h2 ^= np.uint64(n)
-    h1 += h2
-    h2 += h1
-    h1 = _fmix64(h1)
-    h2 = _fmix64(h2)
-    h1 += h2
-    h2 += h1
-    return h1, h2
+def md5_128(b, p, n):
+    """MD5 of ``b[p:p+n]`` as two uint64 (bytes 0-7 and 8-15 of the digest, little-endian)."""
+    a0 = np.uint64(0x67452301)
+    b0 = np.uint64(0xEFCDAB89)
+    c0 = np.uint64(0x98BADCFE)
+    d0 = np.uint64(0x10325476)
+    total = ((n + 8) // 64 + 1) * 64
+    m = np.empty(16, dtype=np.uint64)
+    for block in range(0, total, 64):
+        for w in range(16):
+            base = block + 4 * w
+            m[w] = (
+                _md5_byte(b, p, n, base, total)
+                | (_md5_byte(b, p, n, base + 1, total) << np.uint64(8))
+                | (_md5_byte(b, p, n, base + 2, total) << np.uint64(16))
+                | (_md5_byte(b, p, n, base + 3, total) << np.uint64(24))
+            )
+        A, B, C, D = a0, b0, c0, d0
+        for i in range(64):
+            if i < 16:
+                F = (B & C) | ((~B & _M32) & D)
+                g = i
+            elif i < 32:
+                F = (D & B) | ((~D & _M32) & C)
+                g = (5 * i + 1) % 16
+            elif i < 48:
+                F = B ^ C ^ D
+                g = (3 * i + 5) % 16
+            else:
+                F = C ^ (B | (~D & _M32))
+                g = (7 * i) % 16
+            F = (F + A + _MD5_K[i] + m[g]) & _M32
+            A = D
+            D = C
+            C = B
+            r = np.uint64(_MD5_S[i])
+            B = (B + (((F << r) | (F >> (np.uint64(32) - r))) & _M32)) & _M32
+        a0 = (a0 + A) & _M32
+        b0 = (b0 + B) & _M32
+        c0 = (c0 + C) & _M32
+        d0 = (d0 + D) & _M32
+    return a0 | (b0 << np.uint64(32)), c0 | (d0 << np.uint64(32))
 
 
 @njit(cache=True)
 def hash_keys(area, key_pos, key_len):
-    """128-bit digests of each non-null key; null keys get (0, 0) and must be masked by the caller."""
+    """MD5 digests of each non-null key; null keys get (0, 0) and must be masked by the caller."""
     n = key_pos.shape[0]
     hi = np.zeros(n, dtype=np.uint64)
     lo = np.zeros(n, dtype=np.uint64)
     for i in range(n):
         if key_len[i] >= 0:
-            a, b = murmur3_128(area, key_pos[i], key_len[i])
+            a, b = md5_128(area, key_pos[i], key_len[i])
             hi[i] = a
             lo[i] = b
     return hi, lo

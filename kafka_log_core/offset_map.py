@@ -1,6 +1,6 @@
 """The cleaner's key -> latest-offset map (Kafka's SkimpyOffsetMap), over numpy arrays.
 
-Each slot holds a 128-bit key digest and an 8-byte offset: 24 bytes, Kafka's footprint, so
+Each slot holds the key's MD5 digest (16 bytes, as the broker's) and an 8-byte offset: 24 bytes, Kafka's footprint, so
 ``log.cleaner.dedupe.buffer.size`` buys the same number of slots as on the broker
 (``memory // 24``) and the map is full at ``floor(slots * log.cleaner.io.buffer.load.factor)``
 keys. The probing loops live in ``kernels``.

@@ -740,11 +740,6 @@ def test_cleaning_beyond_missing_offsets(tmp_path, segments):
     assert segment_bases(tmp_path) == [0, active]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cleaner bug: the offset map keys on MurmurHash3-128 (kernels.hash_keys), Kafka's SkimpyOffsetMap on "
-    "MD5, so keys with equal MD5 digests are two keys to us and one key to Kafka",
-)
 def test_keys_with_the_same_md5_digest_are_the_same_key(tmp_path):
     # Spec M1: the map is keyed by MD5(key); two keys with the same digest are one key to Kafka, so the
     # older one is superseded by the newer.
