@@ -326,7 +326,7 @@ class _CleanedSegment:
         self._f.write(data)
         self.position += len(data)
 
-    def finish(self, mtime_ms: int) -> list[Path]:
+    def finish(self, mtime_ms: int, like: Segment | None = None) -> list[Path]:
         self._f.flush()
         os.fsync(self._f.fileno())
         self._f.close()
@@ -342,6 +342,8 @@ class _CleanedSegment:
             paths.append(path)
         for p in paths[:3]:
             os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+        if like is not None:
+            _copy_ownership(like, paths)
         return paths
 
     def abort(self) -> None:
@@ -351,6 +353,18 @@ class _CleanedSegment:
             p = segment_file(self.directory, self.base, suffix, CLEANED_MARKER)
             if p.exists():
                 p.unlink()
+
+
+def _copy_ownership(source: Segment, paths: list[Path]) -> None:
+    """Rewritten files keep the permissions (and, where we may, the owner) of the files they replace."""
+    st = source.log_path.stat()
+    for p in paths:
+        os.chmod(p, st.st_mode & 0o7777)
+        if hasattr(os, "chown") and (p.stat().st_uid, p.stat().st_gid) != (st.st_uid, st.st_gid):
+            try:
+                os.chown(p, st.st_uid, st.st_gid)
+            except PermissionError:
+                pass  # not root: the files stay ours, as any copy by this user would
 
 
 @dataclass(frozen=True)
@@ -597,7 +611,7 @@ def clean_log(
                         out.append(data, batch.last_offset, max_ts)
                         stats.bytes_written += len(data)
                 seg.drop_cache()
-            new_paths = out.finish(group[-1].mtime_ms)
+            new_paths = out.finish(group[-1].mtime_ms, like=group[0])
         except BaseException:
             out.abort()
             raise

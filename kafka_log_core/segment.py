@@ -181,3 +181,43 @@ def _read_at(f, pos: int, n: int) -> bytes:
     if len(data) != n:
         raise CorruptDataError(f"expected {n} bytes, read {len(data)}", f.name, pos)
     return data
+
+
+def check_indexes(segment: Segment) -> None:
+    """Refuse indexes that cannot describe this segment's log: Kafka's sanity checks, plus entries in
+    order and pointing inside the ``.log`` (a preallocated, zero-padded index fails here too). The broker
+    trusts indexes after a clean shutdown; we read through them, so we check before using them."""
+    offsets = segment.offset_index
+    offsets.sanity_check()
+    if len(offsets):
+        rel = offsets.entries["relative_offset"].astype("int64")
+        pos = offsets.entries["position"].astype("int64")
+        bad = (rel[1:] <= rel[:-1]) | (pos[1:] <= pos[:-1])
+        if bad.any():
+            n = int(bad.argmax()) + 1
+            raise CorruptIndexError(
+                f"entry {n} (offset {segment.base_offset + int(rel[n])}, position {int(pos[n])}) does not come "
+                f"after entry {n - 1} (offset {segment.base_offset + int(rel[n - 1])}, position {int(pos[n - 1])})",
+                segment.index_path,
+                n * 8,
+            )
+        if int(pos.max()) >= max(segment.size, 1) or int(pos.min()) < 0:
+            n = int((pos >= segment.size).argmax())
+            raise CorruptIndexError(
+                f"entry {n} points at position {int(pos[n])}, past the end of the log ({segment.size} bytes)",
+                segment.index_path,
+                n * 8,
+            )
+    times = segment.time_index
+    times.sanity_check()
+    if len(times):
+        ts = times.timestamps
+        rel = times.entries["relative_offset"].astype("int64")
+        bad = (ts[1:] <= ts[:-1]) | (rel[1:] < rel[:-1])
+        if bad.any():
+            n = int(bad.argmax()) + 1
+            raise CorruptIndexError(
+                f"entry {n} (timestamp {int(ts[n])}, offset {segment.base_offset + int(rel[n])}) is out of order",
+                segment.time_index_path,
+                n * 12,
+            )

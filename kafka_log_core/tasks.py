@@ -24,10 +24,12 @@ from .errors import (
     HighWatermarkMissingError,
     InsufficientSpaceError,
     KafkaLogError,
+    RefusedError,
 )
 from .filenames import TopicPartition
 from .partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionCheckpoints, PartitionLog
 from .producer_state import build_producer_table
+from .segment import check_indexes
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,11 @@ def prepare(task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[s
                 index_interval_bytes=cfg.index_interval_bytes,
                 segment_index_bytes=cfg.segment_index_bytes,
             )
+    check_inside(Path(task.log_dir), directory)
     log = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
+    for segment in log.segments:
+        check_inside(Path(task.log_dir), segment.log_path)
+        check_indexes(segment)
     log.validate_offsets()
     if not log.high_watermark_from_checkpoint:
         if opts.require_high_watermark:
@@ -96,6 +102,14 @@ def prepare(task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[s
             f"no high watermark in replication-offset-checkpoint: used the log end offset {log.log_end_offset}"
         )
     return log
+
+
+def check_inside(log_dir: Path, path: Path) -> None:
+    """Refuse a partition directory or segment that is a symlink leading out of the log dir."""
+    root = log_dir.resolve()
+    target = path.resolve()
+    if path.is_symlink() and root not in target.parents:
+        raise RefusedError(f"{path} is a symbolic link to {target}, outside the log dir {root}: not touched")
 
 
 def update_checkpoint(log_dir: str, name: str, tp: TopicPartition, offset: int | None) -> None:
