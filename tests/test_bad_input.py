@@ -137,7 +137,7 @@ def _rename(d, old, new):
 @pytest.mark.parametrize("damage,expected", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
 def test_corrupt_partition_fails_with_file_and_position_and_is_left_untouched(tmp_path, damage, expected):
     bad = _layout(tmp_path, "bad")
-    good = _layout(tmp_path, "good")
+    _layout(tmp_path, "good")
     damage(bad)
     before = _snapshot(bad)
     row = _compact(tmp_path, "bad")
