@@ -222,7 +222,7 @@ def _cell(v) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:.4f}"
+        return f"{v:.4g}"
     return str(v)
 
 
