@@ -1,10 +1,9 @@
 """Fixed-seed generator of Kafka log directories for the benchmark.
 
 ``python -m bench.generate --out /tmp/logs --partitions 2 --partition-bytes 256MiB`` writes
-``<out>/<topic>-<p>/`` partition directories the way a broker leaves them after a clean shutdown:
-segments rolled by ``segment.bytes`` (the broker's rule, checked before each append), ``.index`` /
-``.timeindex`` built every ``index.interval.bytes``, ``.txnindex`` entries for aborted transactions,
-and ``replication-offset-checkpoint`` / ``recovery-point-offset-checkpoint`` at the log end offset.
+``<out>/<topic>-<p>/`` partition directories through ``kafka_log_core.writer.PartitionWriter`` (the
+broker's append path: roll rules, index upkeep, ``.txnindex`` entries, producer snapshot at the LEO on
+close) and the log-dir files a cleanly stopped broker leaves (``write_log_dir_checkpoints``).
 
 What a workload controls (``Workload``): partitions, bytes per partition, segment size, key and value
 size, key cardinality (exactly ``distinct_keys`` keys appear; every other keyed record repeats one, so
@@ -19,8 +18,9 @@ cleanable, by us and by Kafka alike.
 
 Records are framed here with a few precomputed byte templates (no per-record encoder call), so a
 gigabyte takes seconds, not minutes; the batch header and its CRC32C follow the v2 layout in
-``kafka_log_core.record_batch`` (``HEADER``). The test suite checks the output with kafka-python's
-decoder, which nobody here wrote.
+``kafka_log_core.record_batch`` (``HEADER``), and the writer appends them as a follower would (offsets
+kept, CRC checked). The test suite checks the output with kafka-python's decoder, which nobody here
+wrote.
 """
 
 from __future__ import annotations
@@ -39,11 +39,8 @@ from pathlib import Path
 import crc32c
 import numpy as np
 
-from kafka_log_core import checkpoints, compression, record_batch
-from kafka_log_core.filenames import TopicPartition, segment_file
-from kafka_log_core.offset_index import IndexBuilder
-from kafka_log_core.producer_snapshot import ProducerSnapshotEntry, write_producer_snapshot
-from kafka_log_core.txn_index import AbortedTxn, encode_txn_index
+from kafka_log_core import compression, record_batch
+from kafka_log_core.writer import PartitionWriter, write_log_dir_checkpoints
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z; record i of a partition is stamped START_MS + i
@@ -122,7 +119,7 @@ class PartitionManifest:
     control_batches: int = 0
     bytes: int = 0  # all segments
     cleanable_bytes: int = 0  # all but the active segment
-    cleanable_records: int = 0
+    cleanable_records: int = 0  # offsets below the active segment (records and markers)
     segments: int = 0
     distinct_keys: int = 0
     tombstones: int = 0
@@ -203,66 +200,8 @@ def _frame(base_offset, records, count, base_ts, max_ts, codec, pid, epoch, seq,
     return bytes(out)
 
 
-# ---------------------------------------------------------------------------------------------- segments
-class _SegmentWriter:
-    """The partition's segments with the broker's roll rule: roll before an append of ``n`` bytes when
-    ``size > segment.bytes - n`` or an index is full."""
-
-    def __init__(self, directory: Path, w: Workload, manifest: PartitionManifest) -> None:
-        self.directory, self.w, self.m = directory, w, manifest
-        self.base = 0
-        self.size = 0
-        self.f = None
-        self.builder: IndexBuilder | None = None
-        self.txn_entries: list[AbortedTxn] = []
-        self.closed_bytes = 0
-        self.closed_records = 0
-        self.records_in_active = 0
-
-    def _open(self, base: int) -> None:
-        self.base, self.size, self.records_in_active = base, 0, 0
-        self.f = open(segment_file(self.directory, base, ".log"), "wb")
-        self.builder = IndexBuilder(base, index_interval_bytes=self.w.index_interval_bytes)
-        self.txn_entries = []
-        self.m.segments += 1
-
-    def roll(self, next_base: int) -> None:
-        if self.f is not None:
-            self._close()
-            self.closed_bytes += self.size
-            self.closed_records += self.records_in_active
-        self._open(next_base)
-
-    def append(self, data: bytes, base_offset: int, last_offset: int, max_ts: int, records: int) -> None:
-        if self.f is None:
-            self._open(base_offset)
-        elif self.size > 0 and (self.size > self.w.segment_bytes - len(data) or self.builder.is_full):
-            self.roll(base_offset)
-        self.builder.append(self.size, last_offset, max_ts)
-        self.f.write(data)
-        self.size += len(data)
-        self.records_in_active += records
-
-    def _close(self) -> None:
-        self.f.close()
-        offsets, times = self.builder.finish()
-        segment_file(self.directory, self.base, ".index").write_bytes(offsets.encode())
-        segment_file(self.directory, self.base, ".timeindex").write_bytes(times.encode())
-        if self.txn_entries:
-            segment_file(self.directory, self.base, ".txnindex").write_bytes(
-                encode_txn_index(self.txn_entries)
-            )
-
-    def close(self) -> None:
-        if self.f is not None:
-            self._close()
-            self.f = None
-
-
 def _partition(log_dir: Path, w: Workload, partition: int) -> PartitionManifest:
     m = PartitionManifest(w.topic, partition)
-    directory = log_dir / f"{w.topic}-{partition}"
-    directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng([w.seed, partition])
     per_batch = w.records_per_batch
     n = w.records_per_partition + per_batch  # + one batch for the active segment
@@ -277,89 +216,74 @@ def _partition(log_dir: Path, w: Workload, partition: int) -> PartitionManifest:
     tpl = _RecordTemplates(w, per_batch)
     codecs = [_CODECS[c] for c in w.codecs]
     width = w.key_bytes - 1
-    segs = _SegmentWriter(directory, w, m)
+    view = memoryview(pool)
+    writer = PartitionWriter(
+        log_dir / f"{w.topic}-{partition}",
+        segment_bytes=w.segment_bytes,
+        index_interval_bytes=w.index_interval_bytes,
+        random_seed=w.seed + partition,
+    )
     offset = 0  # next offset
     rec = 0  # next record of the stream
     batch_no = 0
     sequences: dict[int, int] = {}
-    producers: dict[int, ProducerSnapshotEntry] = {}
-    open_txn: tuple[int, int, int] | None = None  # (pid, first offset, batches left)
+    open_txn: tuple[int, int] | None = None  # (producer id, batches left)
     bulk_records = n - per_batch
-    while rec < n:
-        if rec == bulk_records:
-            segs.roll(offset)  # the active tail: one batch in a segment of its own
-        count = min(per_batch, bulk_records - rec) if rec < bulk_records else n - rec
-        if open_txn is None and rec < bulk_records and txn_start[batch_no]:
-            open_txn = (1000 + batch_no % 16, offset, w.txn_batches)
-        pid, epoch, seq, txn = -1, -1, -1, False
-        if open_txn is not None:
-            pid, epoch, txn = open_txn[0], 0, True
-            seq = sequences.get(pid, 0)
-            sequences[pid] = seq + count
-        parts = []
-        ids = keys[rec : rec + count].tolist()
-        tombs = tombstone[rec : rec + count].tolist()
-        starts = value_at[rec : rec + count].tolist()
-        view = memoryview(pool)
-        for i in range(count):
-            key = b"k%0*d" % (width, ids[i])
-            if tombs[i]:
-                parts += (tpl.tombstone[i], key, b"\x01\x00")
-            else:
-                s = starts[i]
-                parts += (tpl.valued[i], key, tpl.value_len, view[s : s + w.value_bytes], b"\x00")
-        area = b"".join(parts)
-        base_ts = START_MS + offset
-        codec = codecs[batch_no % len(codecs)]
-        data = _frame(offset, area, count, base_ts, base_ts + count - 1, codec, pid, epoch, seq, txn)
-        segs.append(data, offset, offset + count - 1, base_ts + count - 1, count)
-        if pid >= 0:
-            producers[pid] = ProducerSnapshotEntry(
-                pid, 0, seq + count - 1, offset + count - 1, count - 1, base_ts + count - 1, -1
+    with writer:
+        while rec < n:
+            if rec == bulk_records:
+                m.cleanable_records = offset
+                writer.roll(now_ms=START_MS + offset)  # the active tail: one batch in a segment of its own
+            count = min(per_batch, bulk_records - rec) if rec < bulk_records else n - rec
+            if open_txn is None and rec < bulk_records and txn_start[batch_no]:
+                open_txn = (1000 + batch_no % 16, w.txn_batches)
+            pid, epoch, seq, txn = -1, -1, -1, False
+            if open_txn is not None:
+                pid, epoch, txn = open_txn[0], 0, True
+                seq = sequences.get(pid, 0)
+                sequences[pid] = seq + count
+            parts = []
+            ids = keys[rec : rec + count].tolist()
+            tombs = tombstone[rec : rec + count].tolist()
+            starts = value_at[rec : rec + count].tolist()
+            for i in range(count):
+                key = b"k%0*d" % (width, ids[i])
+                if tombs[i]:
+                    parts += (tpl.tombstone[i], key, b"\x01\x00")
+                else:
+                    s = starts[i]
+                    parts += (tpl.valued[i], key, tpl.value_len, view[s : s + w.value_bytes], b"\x00")
+            base_ts = START_MS + offset
+            codec = codecs[batch_no % len(codecs)]
+            data = _frame(
+                offset, b"".join(parts), count, base_ts, base_ts + count - 1, codec, pid, epoch, seq, txn
             )
-        m.records += count
-        m.batches += 1
-        m.tombstones += sum(tombs)
-        offset += count
-        rec += count
-        batch_no += 1
-        if open_txn is not None:
-            left = open_txn[2] - 1
-            if left > 0 and rec < bulk_records:
-                open_txn = (open_txn[0], open_txn[1], left)
-                continue
-            abort = bool(txn_abort[batch_no])
-            ctype = record_batch.CONTROL_ABORT if abort else record_batch.CONTROL_COMMIT
-            marker = record_batch.build_control_batch(
-                offset, ctype, producer_id=open_txn[0], producer_epoch=0, timestamp=START_MS + offset
-            )
-            segs.append(marker, offset, offset, START_MS + offset, 1)
-            last = producers[open_txn[0]]
-            producers[open_txn[0]] = ProducerSnapshotEntry(
-                last.producer_id,
-                0,
-                last.last_sequence,
-                last.last_offset,
-                last.offset_delta,
-                START_MS + offset,
-                0,
-            )
-            if abort:
-                segs.txn_entries.append(AbortedTxn(open_txn[0], open_txn[1], offset, offset + 1))
-                m.aborted_txns += 1
-            m.control_batches += 1
-            offset += 1
-            open_txn = None
-    segs.close()
-    # A clean shutdown leaves a producer snapshot at the log end offset: nothing to replay on load.
-    write_producer_snapshot(
-        segment_file(directory, offset, ".snapshot"), sorted(producers.values(), key=lambda e: e.producer_id)
-    )
-    m.distinct_keys = int(np.unique(keys).shape[0]) if n <= 50_000_000 else k
+            writer.append_batch(data, now_ms=base_ts + count - 1)
+            m.records += count
+            m.batches += 1
+            m.tombstones += sum(tombs)
+            offset += count
+            rec += count
+            batch_no += 1
+            if open_txn is not None:
+                if open_txn[1] > 1 and rec < bulk_records:
+                    open_txn = (open_txn[0], open_txn[1] - 1)
+                    continue
+                abort = bool(txn_abort[batch_no])
+                ctype = record_batch.CONTROL_ABORT if abort else record_batch.CONTROL_COMMIT
+                writer.append_control(ctype, producer_id=open_txn[0], producer_epoch=0, coordinator_epoch=0,
+                                      now_ms=START_MS + offset)  # fmt: skip
+                m.aborted_txns += abort
+                m.control_batches += 1
+                offset += 1
+                open_txn = None
+        bases = writer.segment_bases
+    sizes = [(writer.directory / f"{b:020d}.log").stat().st_size for b in bases]
+    m.segments = len(bases)
+    m.distinct_keys = int(np.unique(keys).shape[0])
     m.log_end_offset = offset
-    m.cleanable_bytes = segs.closed_bytes
-    m.cleanable_records = segs.closed_records
-    m.bytes = segs.closed_bytes + segs.size
+    m.bytes = sum(sizes)
+    m.cleanable_bytes = sum(sizes[:-1])
     return m
 
 
@@ -373,9 +297,7 @@ def generate(log_dir: str | os.PathLike[str], w: Workload, *, fresh: bool = True
     manifest = Manifest(os.fspath(out), asdict(w))
     for p in range(w.partitions):
         manifest.partitions.append(_partition(out, w, p))
-    ends = {TopicPartition(m.topic, m.partition): m.log_end_offset for m in manifest.partitions}
-    checkpoints.write_offset_checkpoint(out / "replication-offset-checkpoint", ends)
-    checkpoints.write_offset_checkpoint(out / "recovery-point-offset-checkpoint", ends)
+    write_log_dir_checkpoints(out, now_ms=START_MS, random_seed=w.seed)
     manifest.seconds = time.monotonic() - started
     return manifest
 

@@ -34,16 +34,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import chart
-from bench.generate import KiB, Manifest, MiB, Workload, generate
+from bench.generate import Manifest, MiB, Workload, generate
+from bench.report import SECTIONS, Report, Row, draw_chart, evaluate_targets, format_table
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
-SECTIONS = ("raw", "scan", "compaction", "memory", "spark", "kafka")
 LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor, Kafka's default (the sets below keep it)
 MAP_ENTRY_BYTES = 24
 
@@ -83,126 +82,6 @@ QUICK = Plan(
     memory_partition_bytes=2 * MiB,
     repeat=1,
 )
-
-
-# ---------------------------------------------------------------------------------------------- results
-@dataclass
-class Row:
-    """One throughput measurement for the table."""
-
-    section: str
-    name: str
-    bytes: float
-    seconds: float  # wall
-    records: int | None = None
-    cores: int = 1
-    cpu_seconds: float | None = None  # CPU time of the measured thread(s), when known
-    peak_rss: int | None = None
-    baseline_rss: int | None = None
-    note: str = ""
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
-
-    @property
-    def mb_per_s_per_core(self) -> float:
-        return self.mb_per_s / self.cores
-
-    @property
-    def mb_per_cpu_s(self) -> float | None:
-        return self.bytes / self.cpu_seconds / 1e6 if self.cpu_seconds else None
-
-    @property
-    def records_per_s(self) -> float | None:
-        return self.records / self.seconds if self.records is not None and self.seconds > 0 else None
-
-    def to_json(self) -> dict:
-        return {
-            **dataclasses.asdict(self),
-            "mb_per_s": self.mb_per_s,
-            "mb_per_s_per_core": self.mb_per_s_per_core,
-            "mb_per_cpu_s": self.mb_per_cpu_s,
-            "records_per_s": self.records_per_s,
-        }
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    measured: float | None
-    target: float
-    higher_is_better: bool
-    unit: str
-    bound_by: str = ""
-
-    @property
-    def met(self) -> bool | None:
-        if self.measured is None:
-            return None
-        return self.measured >= self.target if self.higher_is_better else self.measured <= self.target
-
-    def verdict(self) -> str:
-        if self.measured is None:
-            return "NOT MEASURED"
-        if self.met:
-            return "MET"
-        if self.higher_is_better:
-            short = 1 - self.measured / self.target
-            if self.measured <= 0:
-                return "MISSED"
-            need = self.target / self.measured
-            return (
-                f"MISSED by {short:.0%} (needs {need:.2f}x)"
-                if need < 1.1
-                else f"MISSED by {short:.0%} (needs {need:.1f}x)"
-            )
-        return f"MISSED by {self.measured / self.target - 1:.0%} over"
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "measured": self.measured,
-            "target": self.target,
-            "comparison": ">=" if self.higher_is_better else "<=",
-            "unit": self.unit,
-            "met": self.met,
-            "verdict": self.verdict(),
-            "bound_by": self.bound_by,
-        }
-
-
-@dataclass
-class Report:
-    quick: bool
-    started: datetime
-    machine: dict
-    workload: dict
-    rows: list[Row] = field(default_factory=list)
-    sections: dict = field(default_factory=dict)
-    ratios: dict = field(default_factory=dict)
-    targets: list[Target] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def section_error(self, name: str, err: BaseException) -> None:
-        self.sections[name] = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
-        self.notes.append(
-            f"{name}: FAILED: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        )
-
-    def to_json(self) -> dict:
-        return {
-            "schema": 1,
-            "timestamp": self.started.isoformat(),
-            "quick": self.quick,
-            "machine": self.machine,
-            "workload": self.workload,
-            "measurements": [r.to_json() for r in self.rows],
-            "sections": self.sections,
-            "ratios": self.ratios,
-            "targets": [t.to_json() for t in self.targets],
-            "notes": self.notes,
-        }
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -503,147 +382,6 @@ def run_kafka(report: Report, plan: Plan, data: Manifest, work: Path) -> None:
             report.notes.append(
                 f"kafka: Kafka kept {result['end_messages']} records, we kept {ours['rows'][0]['records_after']}"
             )
-
-
-# ---------------------------------------------------------------------------------------------- targets
-def evaluate_targets(report: Report) -> None:
-    r = report.ratios
-    report.targets = [
-        Target("decode: scan >= 20x kafka-python (per CPU-s)", r.get("scan_vs_kafka_python"), 20, True, "x",
-               "kafka-python builds a Python object per record"),
-        Target("decode: scan >= 1 GB/s per core (per CPU-s)", r.get("scan_gb_per_s_per_core"), 1.0, True, "GB/s",
-               "per-batch Python work in scan.record_table + two kernel calls (see 'scan: CPU time per batch')"),
-        Target("decode: scan >= 50% of a CRC32C pass (per CPU-s)", r.get("scan_vs_crc32c_pass"), 0.5, True, "share",
-               "CRC32C is hardware-assisted (~10 GB/s); the scan walks varints record by record"),
-        Target("compaction >= 300 MB/s per core (per CPU-s)", r.get("compaction_mb_per_s_per_core"), 300, True,
-               "MB/s", "two passes of per-batch Python (record_table twice, CRC twice, rebuild) - see phases"),
-        Target("compaction >= 2x Kafka's cleaner (per CPU-s)", r.get("compaction_vs_kafka_cleaner"), 2.0, True, "x",
-               "the per-batch costs above"),
-        Target("map <= 24 bytes per distinct key", r.get("map_bytes_per_distinct_key"), 24.0, False, "B/key",
-               "24 B per slot, but at most load factor 0.9 of the slots hold keys: 24/0.9 = 26.7 (as Kafka)"),
-        Target("peak RSS within 2x of the map (default map)", r.get("peak_rss_vs_map_default_config"), 2.0, False,
-               "x", "interpreter+numba baseline, and pass 1 keeps every dirty segment's bytes in memory"),
-        Target("spark: local[2] >= 1.6x local[1] (8 partitions)", r.get("spark_local2_vs_local1_at_max_partitions"),
-               1.6, True, "x", "2 cores shared by the driver JVM, the Python workers and everything else"),
-        Target("linear: 4x input keeps >= 80% of 1x (per CPU-s)", r.get("linearity_throughput_largest_vs_1x"), 0.8,
-               True, "share", "pass 1 keeps every dirty segment in memory: more input, more page faults"),
-    ]  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------- output
-def _mb(value: float | None) -> str:
-    return "-" if value is None else f"{value / 1e6:,.0f}"
-
-
-def format_table(report: Report) -> str:
-    w = report.workload
-    lines = [
-        f"kafka-log-jobs benchmark {report.started:%Y-%m-%d %H:%M:%S} UTC{'  (--quick)' if report.quick else ''}",
-        f"machine: {report.machine['cpus']} cores, load average at start "
-        f"{report.machine['load_average_at_start'][0]:.1f}, end {report.machine.get('load_average_at_end', (0,))[0]:.1f}",
-        f"code: {(report.machine['code']['commit'] or '?')[:12]}"
-        + (
-            f" + uncommitted {', '.join(report.machine['code']['uncommitted'])}"
-            if report.machine["code"]["uncommitted"]
-            else ""
-        ),
-        f"data: {w['partition_bytes'] / MiB:.0f} MiB partition (1x), {w['segment_bytes'] / MiB:.0f} MiB segments, "
-        f"{w['key_bytes']} B keys, {w['value_bytes']} B values, {w['duplicate_share']:.0%} duplicates, "
-        f"{w['tombstone_share']:.0%} tombstones, {','.join(w['codecs'])}, {w['batch_bytes'] // KiB} KiB batches",
-        "",
-    ]
-    header = (
-        f"{'measurement':44} {'input MB':>9} {'seconds':>8} {'MB/s':>8} {'MB/s/core':>9} {'MB/CPU-s':>9} "
-        f"{'records/s':>11} {'peak RSS MB':>11} {'(+base)':>8}  note"
-    )
-    lines += [header, "-" * len(header)]
-    for row in report.rows:
-        rps = row.records_per_s
-        extra = (
-            f"+{_mb(row.peak_rss - row.baseline_rss)}"
-            if row.peak_rss is not None and row.baseline_rss is not None
-            else ""
-        )
-        cpu = "-" if row.mb_per_cpu_s is None else f"{row.mb_per_cpu_s:,.0f}"
-        lines.append(
-            f"{row.name[:44]:44} {row.bytes / 1e6:9,.1f} {row.seconds:8.3f} {row.mb_per_s:8,.0f} "
-            f"{row.mb_per_s_per_core:9,.0f} {cpu:>9} {('-' if rps is None else f'{rps:,.0f}'):>11} "
-            f"{_mb(row.peak_rss):>11} {extra:>8}  {row.note}"
-        )
-    scan = report.sections.get("scan", {})
-    if "parts_cpu_us_per_batch" in scan:
-        parts = scan["parts_cpu_us_per_batch"]
-        ours = scan["ours"]
-        lines += [
-            "",
-            f"scan: CPU time per batch ({ours['records'] / ours['batches']:.0f} records, "
-            f"{ours['bytes'] / ours['batches'] / KiB:.1f} KiB), us: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()),
-        ]
-    phases = report.sections.get("compaction", {}).get("phases_cpu_seconds_1x")
-    if phases:
-        lines.append("compaction 1x, CPU s: " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
-    mem = report.sections.get("memory", {})
-    if mem.get("status") == "ok":
-        lines += [
-            "",
-            f"{'memory vs distinct keys':44} {'keys':>9} {'map MiB':>8} {'B/key':>8} {'peak MB':>9} {'peak/map':>9}",
-        ]
-        for m in mem["runs"]:
-            lines.append(
-                f"{'  duplicates ' + format(m['duplicate_share'], '.0%'):44} {m['distinct_keys']:9,} "
-                f"{m['map_bytes'] / MiB:8.1f} {m['map_bytes_per_distinct_key']:8.1f} {_mb(m['peak_rss']):>9} "
-                f"{m['peak_rss_vs_map']:9.1f}"
-            )
-    lines += ["", "ratios"]
-    for key, value in report.ratios.items():
-        lines.append(f"  {key:52} {value:10.3f}")
-    lines += ["", "targets"]
-    for t in report.targets:
-        measured = "-" if t.measured is None else f"{t.measured:.3g} {t.unit}"
-        cmp = ">=" if t.higher_is_better else "<="
-        lines.append(f"  [{t.verdict()}] {t.name}: measured {measured} (target {cmp} {t.target:g} {t.unit})")
-        if t.met is False and t.bound_by:
-            lines.append(f"      bound: {t.bound_by}")
-    for name in SECTIONS:
-        s = report.sections.get(name, {})
-        if s.get("status") == "skipped":
-            lines.append(f"  [SKIPPED] {name}: {s.get('reason', 'by --skip')}")
-    if report.notes:
-        lines += ["", "notes"] + [f"  - {n}" for n in report.notes]
-    return "\n".join(lines)
-
-
-def draw_chart(report: Report, path: Path) -> None:
-    colors = {"raw": chart.LIMIT, "scan": chart.OURS, "compaction": chart.OURS, "kafka": chart.KAFKA}
-    per_core = []
-    for row in report.rows:
-        if row.section in ("raw", "scan", "compaction", "kafka"):
-            color = chart.BASELINE if "kafka-python" in row.name else colors[row.section]
-            value = row.mb_per_cpu_s or row.mb_per_s_per_core
-            per_core.append(chart.Bar(row.name, value, f"{value:,.0f} MB/s", color))
-    spark_bars = [
-        chart.Bar(row.name.replace("spark ", ""), row.mb_per_s, f"{row.mb_per_s:,.0f} MB/s total", chart.OURS)
-        for row in report.rows
-        if row.section == "spark"
-    ]
-    target_bars = [  # how far each target is reached: measured/target (or target/measured), capped at 2
-        chart.Bar(
-            t.name,
-            (t.measured / t.target if t.higher_is_better else t.target / t.measured) if t.measured else 0.0,
-            t.verdict().replace(" (needs", ", needs").rstrip(")"),
-            chart.LIMIT if t.met else chart.KAFKA,
-        )
-        for t in report.targets
-        if t.measured is not None
-    ]
-    panels = [chart.Panel("throughput per core, MB per CPU-second (log scale)", per_core, log_scale=True)]
-    if spark_bars:
-        panels.append(chart.Panel("spark compact job, MB/s of input", spark_bars))
-    if target_bars:
-        panels.append(chart.Panel("targets: share reached (line = target, full bar = 2x)", target_bars,
-                                  max_value=2.0, marker=1.0))  # fmt: skip
-    chart.write_png(path, f"kafka-log-jobs bench {report.started:%Y-%m-%d %H:%M} UTC", panels)
 
 
 # ---------------------------------------------------------------------------------------------- main
