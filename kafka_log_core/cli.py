@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from jobs import compact, report
+
 from .dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -28,6 +30,8 @@ def main() -> None:
 
 # Subcommands: `compact`, `retain`, `report` and `offsets` are registered here, next to `dump`
 # (a `@main.command()` function below, or `main.add_command(...)` of a command defined in jobs/).
+main.add_command(compact.command)
+main.add_command(report.command)
 
 
 @main.command()

@@ -1,0 +1,261 @@
+"""Dry-run report: per partition, what compaction and retention would do. Changes nothing.
+
+spark-submit jobs/report.py --log-dir /data/kafka-logs [--format table|json|csv|parquet|html] [--out PATH]
+kafka-log-jobs report --log-dir /data/kafka-logs [options]
+
+Rows come from ``kafka_log_core.report.report_partition``, one Spark task per partition directory,
+sorted filthiest (highest dirty ratio) first. JSON on standard output is the bare array of rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import sys
+from pathlib import Path
+
+import click
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from jobs import common
+from kafka_log_core import html_report
+from kafka_log_core.html_report import human_bytes
+from kafka_log_core.report import REPORT_ROW, report_partition
+
+SCHEMA = StructType(
+    [
+        StructField("log_dir", StringType(), False),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("cleanup_policy", StringType(), True),
+        StructField("segments", LongType(), True),
+        StructField("total_bytes", LongType(), True),
+        StructField("clean_bytes", LongType(), True),
+        StructField("cleanable_bytes", LongType(), True),
+        StructField("dirty_ratio", DoubleType(), True),
+        StructField("min_cleanable_dirty_ratio", DoubleType(), True),
+        StructField("first_dirty_offset", LongType(), True),
+        StructField("first_uncleanable_offset", LongType(), True),
+        StructField("would_compact", BooleanType(), True),
+        StructField("compact_reason", StringType(), True),
+        StructField("duplicate_share", DoubleType(), True),
+        StructField("retention_segments", LongType(), True),
+        StructField("retention_bytes", LongType(), True),
+        StructField("retention_reason", StringType(), True),
+        StructField("retention_log_start_offset", LongType(), True),
+        StructField("retention_ms", LongType(), True),
+        StructField("oldest_segment_age_ms", LongType(), True),
+        StructField("reclaimable_bytes", LongType(), True),
+        StructField("log_start_offset", LongType(), True),
+        StructField("log_end_offset", LongType(), True),
+        StructField("status", StringType(), False),
+        StructField("reason", StringType(), True),
+        StructField("duration_ms", LongType(), True),
+    ]
+)
+COLUMNS = [f.name for f in SCHEMA.fields]
+FORMATS = ("table", "json", "csv", "parquet", "html")
+
+
+def run(spark, log_dirs, topic_regex, configs, opts, *, count_duplicates: bool = True) -> list[dict]:
+    """Report every selected partition; rows come back filthiest first."""
+    listing = common.list_tasks(log_dirs, topic_regex, writing=False)
+    for note in listing.notes:
+        click.echo(note, err=True)
+    fn = functools.partial(report_partition, configs=configs, opts=opts, count_duplicates=count_duplicates)
+    rows = common.run_distributed(spark, listing.tasks, fn)
+    rows += [dict(REPORT_ROW, **r) for r in listing.failed]
+    rows.sort(key=lambda r: (-(r.get("dirty_ratio") or 0.0), r["log_dir"], r["topic"], r["partition"]))
+    return [{c: r.get(c) for c in COLUMNS} for r in rows]
+
+
+# ------------------------------------------------------------------------------------------ output
+def to_json(rows: list[dict]) -> str:
+    return json.dumps(rows) + "\n"
+
+
+def to_csv(rows: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for r in rows:
+        writer.writerow(
+            ["" if r[c] is None else str(r[c]).lower() if isinstance(r[c], bool) else r[c] for c in COLUMNS]
+        )
+    return out.getvalue()
+
+
+def write_parquet(spark, rows: list[dict], path: str) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(spark.createDataFrame(rows, SCHEMA).toArrow(), path)
+
+
+_TABLE = [  # header, column, cell
+    ("topic", "topic", str),
+    ("part", "partition", str),
+    ("policy", "cleanup_policy", str),
+    ("segs", "segments", str),
+    ("size", "total_bytes", human_bytes),
+    ("cleanable", "cleanable_bytes", human_bytes),
+    ("dirty", "dirty_ratio", lambda v: f"{v:.3f}"),
+    ("min", "min_cleanable_dirty_ratio", lambda v: f"{v:g}"),
+    ("compact?", "would_compact", lambda v: "yes" if v else "no"),
+    ("dup", "duplicate_share", lambda v: f"{v:.1%}"),
+    ("ret segs", "retention_segments", str),
+    ("ret size", "retention_bytes", human_bytes),
+    ("reclaimable", "reclaimable_bytes", human_bytes),
+    ("offsets", None, None),
+    ("status", "status", str),
+    ("why", None, None),
+]
+_RIGHT = {"part", "segs", "size", "cleanable", "dirty", "min", "dup", "ret segs", "ret size", "reclaimable"}
+
+
+def _why(r: dict) -> str:
+    parts = [r.get("compact_reason"), r.get("retention_reason") if r.get("retention_segments") else None]
+    parts.append(r.get("reason"))
+    return "; ".join(p for p in parts if p)
+
+
+def _cells(r: dict) -> list[str]:
+    out = []
+    for header, column, fmt in _TABLE:
+        if header == "offsets":
+            lso, leo = r.get("log_start_offset"), r.get("log_end_offset")
+            out.append("-" if lso is None else f"{lso}..{leo}")
+        elif header == "why":
+            out.append(_why(r))
+        else:
+            value = r.get(column)
+            out.append("-" if value is None else fmt(value))
+    return out
+
+
+def totals(rows: list[dict]) -> dict:
+    ok = [r for r in rows if r.get("status") != "failed"]
+    clean = sum(r.get("clean_bytes") or 0 for r in ok)
+    cleanable = sum(r.get("cleanable_bytes") or 0 for r in ok)
+    return {
+        "partitions": len(rows),
+        "failed": len(rows) - len(ok),
+        "segments": sum(r.get("segments") or 0 for r in ok),
+        "total_bytes": sum(r.get("total_bytes") or 0 for r in ok),
+        "cleanable_bytes": cleanable,
+        "dirty_ratio": cleanable / (clean + cleanable) if clean + cleanable else 0.0,
+        "would_compact": sum(1 for r in ok if r.get("would_compact")),
+        "retention_segments": sum(r.get("retention_segments") or 0 for r in ok),
+        "retention_bytes": sum(r.get("retention_bytes") or 0 for r in ok),
+        "reclaimable_bytes": sum(r.get("reclaimable_bytes") or 0 for r in ok),
+    }
+
+
+def format_report_table(rows: list[dict], title: str, max_why: int = 90) -> str:
+    headers = [h for h, _, _ in _TABLE]
+    body = [_cells(r) for r in rows]
+    t = totals(rows)
+    total = ["TOTAL", f"{t['partitions']}", "", str(t["segments"]), human_bytes(t["total_bytes"]),
+             human_bytes(t["cleanable_bytes"]), f"{t['dirty_ratio']:.3f}", "", f"{t['would_compact']} yes", "",
+             str(t["retention_segments"]), human_bytes(t["retention_bytes"]), human_bytes(t["reclaimable_bytes"]),
+             "", f"{t['failed']} failed" if t["failed"] else "", ""]  # fmt: skip
+    for line in body:
+        line[-1] = line[-1] if len(line[-1]) <= max_why else line[-1][: max_why - 1] + "…"
+    widths = [max(len(x[i]) for x in [headers, total, *body]) for i in range(len(headers))]
+
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if h in _RIGHT else c.ljust(w) for c, w, h in zip(cells, widths, headers, strict=True)
+        ).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    dirs = sorted({r["log_dir"] for r in rows})
+    lines = [
+        title + (f" — {', '.join(dirs)}" if dirs else ""),
+        fmt(headers),
+        rule,
+        *map(fmt, body),
+        rule,
+        fmt(total),
+    ]
+    return "\n".join(lines)
+
+
+_SUFFIXES = {
+    ".json": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".html": "html",
+    ".htm": "html",
+    ".txt": "table",
+}
+
+
+def format_of(path: str | None) -> str | None:
+    """The format an --out file name asks for (``report.html`` -> html), if any."""
+    return _SUFFIXES.get(Path(path).suffix.lower()) if path else None
+
+
+def emit(spark, rows: list[dict], fmt: str, out: str | None, now_ms: int, title: str) -> None:
+    if fmt == "parquet":
+        write_parquet(spark, rows, out)
+        return
+    if fmt == "json":
+        text = to_json(rows)
+    elif fmt == "csv":
+        text = to_csv(rows)
+    elif fmt == "html":
+        text = html_report.render(rows, now_ms=now_ms, title=title)
+    else:
+        text = format_report_table(rows, title) + "\n"
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+@click.command("report")
+@common.shared_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="table (default on a terminal), json (default otherwise: the bare array), csv, parquet, html.",
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False), default=None, help="Write the report to PATH instead of stdout."
+)
+@click.option(
+    "--no-duplicate-share", is_flag=True, help="Skip counting duplicates (reads only batch headers)."
+)
+def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, now_ms, require_high_watermark,
+            output, report_path, master, fmt, out, no_duplicate_share):  # fmt: skip
+    """Show what compaction and retention would do, per partition, without changing anything."""
+    fmt = fmt or output or format_of(out) or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "parquet" and not out:
+        raise click.UsageError("--format parquet needs --out PATH")
+    configs = common.load_configs(conf_dir, config_files, topic_configs, sets)
+    opts = common.job_options(now_ms, dry_run=True, require_high_watermark=require_high_watermark)
+    spark = common.spark_session(master, "kafka-log-jobs report")
+    rows = run(spark, log_dirs, topic_regex, configs, opts, count_duplicates=not no_duplicate_share)
+    emit(spark, rows, fmt, out, opts.now_ms, "kafka-log-jobs report (dry run)")
+    if report_path:
+        if report_path.endswith(".parquet"):
+            write_parquet(spark, rows, report_path)
+        else:
+            Path(report_path).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    sys.exit(common.exit_status(rows))
+
+
+if __name__ == "__main__":
+    command()
