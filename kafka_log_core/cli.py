@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from jobs import compact, report
+from jobs import compact, report, retain
 
 from .dump import (
     DEFAULT_MAX_BYTES,
@@ -21,6 +21,7 @@ from .dump import (
     dump_file,
     error_line,
 )
+from .errors import KafkaLogError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,7 +32,64 @@ def main() -> None:
 # Subcommands: `compact`, `retain`, `report` and `offsets` are registered here, next to `dump`
 # (a `@main.command()` function below, or `main.add_command(...)` of a command defined in jobs/).
 main.add_command(compact.command)
+main.add_command(retain.command)
 main.add_command(report.command)
+
+
+@main.command()
+@click.option(
+    "--log-dir",
+    "log_dirs",
+    multiple=True,
+    required=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="A Kafka log.dirs entry (repeatable).",
+)
+@click.option("--topic", "topic_regex", default=None, help="Only topics matching this regex (full match).")
+@click.option(
+    "--time",
+    "timestamp",
+    default="-1",
+    show_default=True,
+    help="-1 latest, -2 earliest, -3 max timestamp, or a timestamp in ms.",
+)
+def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) -> None:
+    """Offsets per partition as kafka-get-offsets prints them (topic:partition:offset), from the indexes."""
+    import re
+
+    from .filenames import list_partition_dirs
+    from .offsets import offset_for_time
+    from .partition_log import LogDirState, PartitionLog
+
+    try:
+        when = int(timestamp)
+    except ValueError:
+        raise click.BadParameter(
+            f"{timestamp!r} is not -1, -2, -3 or a timestamp in ms", param_hint="'--time'"
+        ) from None
+    if when < -3:
+        raise click.BadParameter(f"{when} is not -1, -2, -3 or a timestamp in ms", param_hint="'--time'")
+    pattern = re.compile(topic_regex) if topic_regex else None
+    failed = 0
+    for log_dir in log_dirs:
+        try:
+            state = LogDirState.read(log_dir)
+        except KafkaLogError as err:
+            click.echo(f"error: {err}", err=True)
+            failed += 1
+            continue
+        for tp, _ in list_partition_dirs(log_dir):
+            if pattern is not None and not pattern.fullmatch(tp.topic):
+                continue
+            try:
+                found = offset_for_time(PartitionLog.open(log_dir, tp, state.for_partition(tp)), when)
+            except (KafkaLogError, OSError) as err:
+                click.echo(f"error: {err}", err=True)
+                failed += 1
+                continue
+            click.echo(f"{tp.topic}:{tp.partition}:{'' if found is None else found}")
+    if failed:
+        raise SystemExit(1)
 
 
 @main.command()
