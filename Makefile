@@ -22,7 +22,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create or refresh the virtualenv
 
-test: $(STAMP) ## run the whole suite (core, Spark, real Kafka broker)
+browser: ## Debian's Chromium for the HTML report screenshot test (skipped with a message when absent)
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
+		echo "chromium could not be installed: the HTML screenshot test will be skipped"
+
+test: $(STAMP) browser ## run the whole suite (core, Spark, real Kafka broker)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 run: $(STAMP) ## generate a sample log directory and run report, compact and retain on it
@@ -45,4 +50,4 @@ lint: $(STAMP) ## ruff format check and lint
 clean: ## remove the virtualenv and generated data
 	rm -rf $(VENV) sample .pytest_cache
 
-.PHONY: help venv test run bench soak lint clean
+.PHONY: help venv browser test run bench soak lint clean
