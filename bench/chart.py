@@ -146,7 +146,7 @@ class Panel:
 
 
 LABEL_COLS = 44
-VALUE_COLS = 26
+VALUE_COLS = 30
 BAR_W = 560
 MARGIN = 16
 
