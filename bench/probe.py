@@ -163,7 +163,7 @@ def probe_scan(path: str, repeat: int) -> dict:
     batches = list(log_file.iter_batches(data, path))
     areas = [(np.frombuffer(b.data, dtype=np.uint8), b.header) for b in batches]
     walked = [kernels.walk_records(a, 61, a.shape[0], h.records_count, h.base_offset)[2] for a, h in areas]
-    keys = [(a, t[:, 5].copy(), t[:, 6].copy()) for (a, _), t in zip(areas, walked, strict=True)]
+    keys = [(a, t[5], t[6]) for (a, _), t in zip(areas, walked, strict=True)]
     calls = {
         "iter_batches": lambda: sum(1 for _ in log_file.iter_batches(data, path)),
         "crc_verify": lambda: [b.verify() for b in batches],

@@ -18,7 +18,7 @@ from .log_file import FileBatch
 from .record_batch import BatchHeader
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RecordTable:
     """Columns over the records of one batch (v2: over ``area``, the uncompressed record area)."""
 
@@ -67,7 +67,7 @@ def record_table(batch: FileBatch) -> RecordTable:
     else:
         area = np.frombuffer(batch.data, dtype=np.uint8)
         start = record_batch.HEADER_SIZE
-    err, err_pos, table = kernels.walk_records(
+    err, err_pos, table, hi, lo = kernels.walk_and_hash(
         area, start, area.shape[0], header.records_count, header.base_offset
     )
     if err != kernels.OK:
@@ -77,25 +77,22 @@ def record_table(batch: FileBatch) -> RecordTable:
             batch.path,
             batch.position + (record_batch.HEADER_SIZE if compressed else err_pos),
         )
-    key_pos = table[:, 5].copy()
-    key_len = table[:, 6].copy()
-    hi, lo = kernels.hash_keys(area, key_pos, key_len)
     if header.timestamp_type == record_batch.LOG_APPEND_TIME:
-        timestamps = np.full(len(table), header.max_timestamp, dtype=np.int64)
+        timestamps = np.full(table.shape[1], header.max_timestamp, dtype=np.int64)
     else:
-        timestamps = header.base_timestamp + table[:, 4]
+        timestamps = header.base_timestamp + table[4]
     return RecordTable(
-        offsets=table[:, 0].copy(),
-        key_len=key_len,
-        value_null=table[:, 7] < 0,
+        offsets=table[0],
+        key_len=table[6],
+        value_null=table[7] < 0,
         hash_hi=hi,
         hash_lo=lo,
         timestamps=timestamps,
         area=area,
-        rec_start=table[:, 1].copy(),
-        rec_end=table[:, 2].copy(),
-        body_start=table[:, 3].copy(),
-        raw_ts_delta=table[:, 4].copy(),
+        rec_start=table[1],
+        rec_end=table[2],
+        body_start=table[3],
+        raw_ts_delta=table[4],
     )
 
 

@@ -68,3 +68,18 @@ def test_offset_map_keeps_latest_offset_and_stops_when_full():
     assert (consumed, used, last) == (4, 3, 103)
     got = kernels.map_get_many(kh, kl, offs, hi, lo, mask)
     assert got.tolist() == [102, 101, 102, 103, -1, -1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=st.lists(st.none() | st.binary(max_size=200), max_size=70))
+def test_lane_hashing_of_many_keys_equals_md5_of_each(keys):
+    data = b"".join(k or b"" for k in keys)
+    area = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, dtype=np.uint8)
+    lens = np.array([-1 if k is None else len(k) for k in keys], dtype=np.int64)
+    pos = np.zeros(len(keys), dtype=np.int64)
+    if len(keys):
+        pos[1:] = np.cumsum(np.maximum(lens, 0))[:-1]
+    lo, hi = kernels.hash_keys(area, pos, lens)
+    for k, a, b in zip(keys, lo.tolist(), hi.tolist(), strict=True):
+        if k is not None:
+            assert a.to_bytes(8, "little") + b.to_bytes(8, "little") == hashlib.md5(k).digest()
