@@ -219,7 +219,31 @@ class MapResult:
     duplicates: int  # keyed dirty records superseded by a later one in the same section
 
 
-def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: OffsetMap) -> MapResult:
+HASH_CACHE_BYTES = 64 * 1024 * 1024  # key digests kept from pass 1 for pass 2 (16 bytes per record)
+
+
+@dataclass
+class PassOneMemo:
+    """What pass 1 learnt that pass 2 need not compute again: key digests per batch (within a byte
+    budget) and the segments whose every batch was CRC-checked."""
+
+    budget: int = HASH_CACHE_BYTES
+    hashes: dict = field(default_factory=dict)
+    verified: set = field(default_factory=set)
+
+    def keep(self, segment: Segment, batch: FileBatch, table: scan.RecordTable) -> None:
+        cost = table.hash_hi.nbytes + table.hash_lo.nbytes
+        if cost <= self.budget:
+            self.budget -= cost
+            self.hashes[(segment.base_offset, batch.position)] = (table.hash_hi, table.hash_lo)
+
+    def take(self, segment: Segment, batch: FileBatch):
+        return self.hashes.pop((segment.base_offset, batch.position), None)
+
+
+def build_offset_map(
+    log: PartitionLog, start: int, end: int, offset_map: OffsetMap, memo: PassOneMemo | None = None
+) -> MapResult:
     dirty = log.segments_in(start, end)
     tracker = TransactionTracker()
     tracker.add_aborted(log.collect_aborted_transactions(start, end))
@@ -234,6 +258,8 @@ def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: Offset
                 tracker.on_control_batch(batch)
             elif not tracker.on_data_batch(batch):
                 table = scan.record_table(batch)
+                if memo is not None:
+                    memo.keep(segment, batch, table)
                 mask = table.has_key & (table.offsets >= start)
                 n_masked = int(mask.sum())
                 consumed = offset_map.put_many(table.hash_hi, table.hash_lo, table.offsets, mask)
@@ -248,6 +274,8 @@ def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: Offset
         segment.drop_cache()  # pass 2 reads it again: memory stays one segment, not the dirty section
         if full:
             break
+        if memo is not None and position == 0:
+            memo.verified.add(segment.base_offset)
         offset_map.update_latest_offset(next_start - 1)
     return MapResult(offset_map.latest_offset + 1, full, scanned, puts, puts - offset_map.size)
 
@@ -386,8 +414,9 @@ def _is_last_of_producer(batch: FileBatch, producers: dict[int, LastRecord]) -> 
 
 
 def _clean_batch(
-    batch: FileBatch, rnd: _Round, tracker: TransactionTracker, retain_legacy_deletes: bool, stats: CleanStats
-) -> tuple[bytes | memoryview, int] | None:
+    batch: FileBatch, rnd: _Round, tracker: TransactionTracker, retain_legacy_deletes: bool, stats: CleanStats,
+    hashes: tuple | None = None,
+) -> tuple[bytes | memoryview, int] | None:  # fmt: skip
     """Kafka's filterTo for one batch: ``(bytes to write, max timestamp)`` or None to drop it."""
     header = batch.header
     is_v2 = isinstance(header, BatchHeader)
@@ -410,7 +439,7 @@ def _clean_batch(
         stats.records_read += n
         stats.bytes_read += batch.size_in_bytes
         return None
-    table = scan.record_table(batch)
+    table = scan.record_table(batch, hashes)
     n = len(table)
     stats.records_read += n
     stats.bytes_read += batch.size_in_bytes
@@ -575,7 +604,8 @@ def clean_log(
     if offset_map is None:
         offset_map = OffsetMap(_map_memory(broker), broker.log_cleaner_io_buffer_load_factor)
     first_dirty, upper = plan.first_dirty_offset, plan.first_uncleanable_offset
-    result = build_offset_map(log, first_dirty, upper, offset_map)
+    memo = PassOneMemo()
+    result = build_offset_map(log, first_dirty, upper, offset_map, memo)
     end_offset = max(result.end_offset, first_dirty)  # an empty dirty section leaves the checkpoint
     # legacyDeleteHorizonMs: mtime of the last clean segment minus delete.retention.ms
     clean_segments = [s for s in log.segments if s.base_offset < first_dirty]
@@ -584,6 +614,8 @@ def clean_log(
     groups = group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, upper)
     for group in groups:  # validate everything we are about to rewrite before writing anything
         for seg in group:
+            if seg.base_offset in memo.verified:
+                continue
             for batch in seg.batches():
                 batch.verify()
             seg.drop_cache()
@@ -605,7 +637,7 @@ def clean_log(
                 tracker.add_aborted(log.collect_aborted_transactions(seg.base_offset, seg_upper))
                 retain_legacy = seg.mtime_ms > legacy_horizon
                 for batch in seg.batches():
-                    kept = _clean_batch(batch, rnd, tracker, retain_legacy, stats)
+                    kept = _clean_batch(batch, rnd, tracker, retain_legacy, stats, memo.take(seg, batch))
                     if kept is not None:
                         data, max_ts = kept
                         out.append(data, batch.last_offset, max_ts)

@@ -49,11 +49,12 @@ def _empty_table() -> RecordTable:
     return RecordTable(z, z, np.zeros(0, dtype=bool), u, u, z)
 
 
-def record_table(batch: FileBatch) -> RecordTable:
-    """Walk and hash the records of ``batch``; corrupt records raise with the file and position."""
+def record_table(batch: FileBatch, hashes: tuple[np.ndarray, np.ndarray] | None = None) -> RecordTable:
+    """Walk and hash the records of ``batch``; corrupt records raise with the file and position.
+    ``hashes``: the key digests of this very batch, computed before (then only the walk runs)."""
     header = batch.header
     if not isinstance(header, BatchHeader):
-        return _legacy_table(batch)
+        return _legacy_table(batch)  # legacy digests are cheap to recompute: not cached
     if header.records_count == 0:
         return _empty_table()
     compressed = header.compression != compression.NONE
@@ -67,9 +68,15 @@ def record_table(batch: FileBatch) -> RecordTable:
     else:
         area = np.frombuffer(batch.data, dtype=np.uint8)
         start = record_batch.HEADER_SIZE
-    err, err_pos, table, hi, lo = kernels.walk_and_hash(
-        area, start, area.shape[0], header.records_count, header.base_offset
-    )
+    if hashes is None:
+        err, err_pos, table, hi, lo = kernels.walk_and_hash(
+            area, start, area.shape[0], header.records_count, header.base_offset
+        )
+    else:
+        err, err_pos, table = kernels.walk_records(
+            area, start, area.shape[0], header.records_count, header.base_offset
+        )
+        hi, lo = hashes
     if err != kernels.OK:
         where = f" (byte {err_pos} of the decompressed record area)" if compressed else ""
         raise CorruptRecordError(
@@ -96,7 +103,7 @@ def record_table(batch: FileBatch) -> RecordTable:
     )
 
 
-def _legacy_table(batch: FileBatch) -> RecordTable:
+def _legacy_table(batch: FileBatch, hashes=None) -> RecordTable:
     records = batch.records()
     n = len(records)
     key_len = np.array([-1 if r.key is None else len(r.key) for r in records], dtype=np.int64)
