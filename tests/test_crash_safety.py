@@ -130,3 +130,102 @@ def test_compaction_killed_at_every_file_operation_then_rerun_keeps_every_record
         crash_at += 1
     print(f"compaction crash points tried: {tried}")
     assert tried > 10
+
+
+# --------------------------------------------------------------------------- SIGKILL at random instants
+_CHILD = """
+import sys
+from kafka_log_core.config import load_config
+from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.partition_log import LogDirState
+from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition
+log_dir = sys.argv[1]
+configs = load_config(None, [], [], ["cleanup.policy=compact", "delete.retention.ms=100000000", "segment.bytes=1048576"])
+tp = TopicPartition("orders", 0)
+task = PartitionTask(log_dir, "orders", 0, LogDirState.read(log_dir).for_partition(tp))
+print("ready", flush=True)
+sys.stdin.readline()
+compact_partition(task, configs, JobOptions(now_ms=int(sys.argv[2])))
+"""
+
+
+def _big_workload(log_dir):
+    import random
+
+    from kafka_log_core.record_batch import Record
+    from kafka_log_core.writer import PartitionWriter
+
+    rng = random.Random(7)
+    with PartitionWriter(log_dir / "orders-0", segment_bytes=256 * 1024, index_interval_bytes=4096) as w:
+        for b in range(400):
+            recs = []
+            for i in range(40):
+                key = b"k%05d" % rng.randrange(3000)
+                value = None if rng.random() < 0.02 else b"v" * rng.randrange(20, 120)
+                recs.append(Record(0, TS + b * 40 + i, key, value))
+            w.append_records(recs, now_ms=TS + b * 40, codec=b % 3)
+
+
+def _big_records(log_dir):
+    from kafka_log_core import log_file
+
+    out = []
+    for path in sorted((log_dir / "orders-0").glob("*.log")):
+        for b in log_file.iter_file_batches(path, strict=True):
+            b.verify()
+            out += [(r.offset, r.key, r.value) for r in b.records()]
+    return out
+
+
+def test_compaction_sigkilled_at_random_instants_then_rerun_keeps_every_record(tmp_path):
+    import random
+    import subprocess
+    import sys
+    import time
+
+    from kafka_log_core.config import load_config as _load
+
+    rounds = int(os.environ.get("SOAK_ROUNDS", "40" if os.environ.get("SOAK") else "4"))
+    reference = tmp_path / "reference"
+    _big_workload(reference)
+    configs = _load(
+        None, [], [], ["cleanup.policy=compact", "delete.retention.ms=100000000", "segment.bytes=1048576"]
+    )
+    tp = TopicPartition("orders", 0)
+    task = PartitionTask(str(reference), "orders", 0, LogDirState.read(reference).for_partition(tp))
+    assert compact_partition(task, configs, JobOptions(now_ms=NOW))["status"] == "cleaned"
+    expected = _big_records(reference)
+
+    def start_child(d):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(d), str(NOW)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert child.stdout.readline().strip() == b"ready"
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
+        return child, time.monotonic()
+
+    timing = tmp_path / "timing"
+    _big_workload(timing)
+    child, started = start_child(timing)
+    child.wait()
+    full_run = time.monotonic() - started  # an uninterrupted child run, from "go" to exit
+    assert _big_records(timing) == expected
+    rng = random.Random(11)
+    killed = 0
+    for r in range(rounds):
+        d = tmp_path / f"run{r}"
+        _big_workload(d)
+        child, _ = start_child(d)
+        time.sleep(rng.uniform(0, full_run))
+        child.kill()
+        child.wait()
+        killed += child.returncode == -9
+        task = PartitionTask(str(d), "orders", 0, LogDirState.read(d).for_partition(tp))
+        row = compact_partition(task, configs, JobOptions(now_ms=NOW))
+        assert row["status"] in ("cleaned", "skipped"), row
+        assert _big_records(d) == expected, f"round {r}"
+        shutil.rmtree(d)
+    print(
+        f"random SIGKILL rounds: {rounds}, killed mid-run: {killed}, uninterrupted child run {full_run:.2f}s"
+    )
