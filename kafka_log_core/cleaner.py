@@ -440,40 +440,35 @@ def _clean_batch(
         stats.bytes_read += batch.size_in_bytes
         return None
     table = scan.record_table(batch, hashes)
+    if discard_records:
+        mode = kernels.KEEP_NONE
+    elif batch.is_control:
+        mode = kernels.KEEP_ALL
+    else:
+        mode = kernels.KEEP_BY_RULES
+    if is_v2:
+        retain_deletes = (not header.has_delete_horizon) or rnd.now_ms < header.delete_horizon_ms
+    else:
+        retain_deletes = retain_legacy_deletes
+    keys_hi, keys_lo, offs = rnd.offset_map.arrays()
+    keep, kept, tombs, kept_tombs, first_ts, max_ts = kernels.decide_keep(
+        table.offsets, table.key_len, table.value_null, table.timestamps, table.hash_hi, table.hash_lo,
+        keys_hi, keys_lo, offs, rnd.offset_map.latest_offset, retain_deletes, mode,
+    )  # fmt: skip
     n = len(table)
     stats.records_read += n
     stats.bytes_read += batch.size_in_bytes
-    stats.tombstones_read += int(table.value_null.sum())
-    if discard_records:
-        keep = np.zeros(n, dtype=bool)
-    elif batch.is_control:
-        keep = np.ones(n, dtype=bool)
-    else:
-        past = table.offsets > rnd.offset_map.latest_offset
-        has_key = table.has_key
-        probe = has_key & ~past
-        found = rnd.offset_map.get_many(table.hash_hi, table.hash_lo, probe)
-        latest = table.offsets >= found
-        if is_v2:
-            retain_deletes = (not header.has_delete_horizon) or rnd.now_ms < header.delete_horizon_ms
-        else:
-            retain_deletes = retain_legacy_deletes
-        keep = past | (has_key & latest & (~table.value_null | retain_deletes))
-    kept = int(keep.sum())
+    stats.tombstones_read += tombs
     stats.records_retained += kept
-    stats.tombstones_retained += int((keep & table.value_null).sum())
+    stats.tombstones_retained += kept_tombs
     if kept:
         magic_mismatch = (not is_v2) and any(r.magic != header.magic for r in table.legacy)
-        need_horizon = (
-            is_v2
-            and (bool((keep & table.value_null).any()) or marker_for_empty_txn)
-            and not header.has_delete_horizon
-        )
+        need_horizon = is_v2 and (kept_tombs > 0 or marker_for_empty_txn) and not header.has_delete_horizon
         if kept == n and not magic_mismatch and not need_horizon:
             return batch.data, batch.max_timestamp
         if is_v2:
             horizon = rnd.now_ms + rnd.delete_retention_ms if need_horizon else header.delete_horizon_ms
-            return _rebuild_v2(batch, header, table, keep, horizon)
+            return _rebuild_v2(batch, header, table, keep, horizon, kept, first_ts, max_ts)
         return _rebuild_legacy(batch, header, table, keep)
     if retention == "RETAIN_EMPTY":
         stats.batches_emptied += 1
@@ -491,15 +486,15 @@ def _clean_batch(
 
 
 def _rebuild_v2(
-    batch: FileBatch, header: BatchHeader, table: scan.RecordTable, keep: np.ndarray, horizon: int
-) -> tuple[bytes, int]:
+    batch: FileBatch, header: BatchHeader, table: scan.RecordTable, keep: np.ndarray, horizon: int,
+    kept: int, first_kept_ts: int, max_kept_ts: int,
+) -> tuple[bytes, int]:  # fmt: skip
     log_append = header.timestamp_type == record_batch.LOG_APPEND_TIME
-    kept_ts = table.timestamps[keep]
     has_horizon = horizon is not None and horizon >= 0
     if has_horizon:
         base_ts = horizon
     else:
-        base_ts = int(header.max_timestamp if log_append else kept_ts[0])
+        base_ts = header.max_timestamp if log_append else first_kept_ts
     if log_append:  # the builder appends every record with the batch's append time
         new_tsd = np.full(len(table), header.max_timestamp - base_ts, dtype=np.int64)
     else:
@@ -511,13 +506,13 @@ def _rebuild_v2(
     codec = header.compression
     if codec != compression.NONE:
         body = compression.compress(codec, body, record_batch.MAGIC)
-    max_ts = header.max_timestamp if log_append else int(kept_ts.max())
+    max_ts = header.max_timestamp if log_append else max_kept_ts
     attributes = header.attributes & ~record_batch.DELETE_HORIZON_MASK
     if has_horizon:
         attributes |= record_batch.DELETE_HORIZON_MASK
     data = record_batch._assemble(
         header.base_offset, header.partition_leader_epoch, attributes, header.last_offset_delta, base_ts,
-        max_ts, header.producer_id, header.producer_epoch, header.base_sequence, int(keep.sum()), body,
+        max_ts, header.producer_id, header.producer_epoch, header.base_sequence, kept, body,
     )  # fmt: skip
     return data, max_ts
 

@@ -486,3 +486,55 @@ def rebuild_records(area, rec_end, body_start, ts_delta, new_ts_delta, keep):
         out[w : w + rest_len] = area[rest : rec_end[i]]
         w += rest_len
     return out[:w]
+
+
+KEEP_BY_RULES, KEEP_ALL, KEEP_NONE = 0, 1, 2
+
+
+@njit(cache=True)
+def decide_keep(
+    offsets, key_len, value_null, timestamps, hi, lo, keys_hi, keys_lo, offs, latest, retain_deletes, mode
+):
+    """The cleaner's per-record rule (spec R3) over one batch. ``mode``: KEEP_BY_RULES, KEEP_ALL (control
+    batch) or KEEP_NONE (records discarded). Returns (keep, kept, tombstones, kept_tombstones,
+    first_kept_timestamp, max_kept_timestamp)."""
+    n = offsets.shape[0]
+    keep = np.zeros(n, dtype=np.bool_)
+    kept = tombs = kept_tombs = 0
+    first_ts = np.int64(-1)
+    max_ts = np.int64(-1)
+    slots = keys_hi.shape[0]
+    for i in range(n):
+        tomb = value_null[i]
+        if tomb:
+            tombs += 1
+        if mode == KEEP_NONE:
+            k = False
+        elif mode == KEEP_ALL or offsets[i] > latest:
+            k = True
+        elif key_len[i] < 0:
+            k = False
+        else:
+            found = np.int64(-1)
+            s = _slot(hi[i], lo[i], slots)
+            for _ in range(slots):
+                if offs[s] == 0:
+                    break
+                if keys_hi[s] == hi[i] and keys_lo[s] == lo[i]:
+                    found = offs[s] - 1
+                    break
+                s += 1
+                if s == slots:
+                    s = 0
+            k = offsets[i] >= found and (not tomb or retain_deletes)
+        if k:
+            keep[i] = True
+            if kept == 0:
+                first_ts = timestamps[i]
+                max_ts = timestamps[i]
+            elif timestamps[i] > max_ts:
+                max_ts = timestamps[i]
+            kept += 1
+            if tomb:
+                kept_tombs += 1
+    return keep, kept, tombs, kept_tombs, first_ts, max_ts

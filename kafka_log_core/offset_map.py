@@ -60,3 +60,7 @@ class OffsetMap:
 
     def update_latest_offset(self, offset: int) -> None:
         self.latest_offset = offset
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The slot arrays, for kernels that probe the map themselves."""
+        return self._hi, self._lo, self._off
