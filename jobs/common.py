@@ -158,6 +158,7 @@ def spark_session(master: str | None, app: str):
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded Spark
         builder = builder.master("local[*]")
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # embedded: stay on loopback
     session = (
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")

@@ -137,9 +137,9 @@ def check_free_space(directory: Path, needed: int) -> None:
 
 
 COMPACT_ROW = dict(
-    status="skipped", reason="", dirty_ratio=0.0, first_dirty_offset=None, first_uncleanable_offset=None,
-    bytes_before=0, bytes_after=0, records_before=0, records_after=0, tombstones_removed=0,
-    map_utilization=0.0, duration_ms=0,
+    status="skipped", reason="", dirty_ratio=None, first_dirty_offset=None, first_uncleanable_offset=None,
+    bytes_before=None, bytes_after=None, records_before=None, records_after=None, tombstones_removed=None,
+    map_utilization=None, duration_ms=0,
 )  # fmt: skip
 
 
@@ -158,6 +158,10 @@ def compact_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions)
             producers = build_producer_table(log, opts.now_ms, configs.broker.producer_id_expiration_ms)
             plan = cleaner.plan_cleaning(log, cfg, configs.broker, opts.now_ms, producers)
             row.update(
+                records_before=0,
+                records_after=0,
+                tombstones_removed=0,
+                map_utilization=0.0,
                 dirty_ratio=plan.dirty_ratio,
                 first_dirty_offset=plan.first_dirty_offset,
                 first_uncleanable_offset=plan.first_uncleanable_offset,
