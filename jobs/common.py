@@ -168,6 +168,29 @@ def spark_session(master: str | None, app: str):
     return session
 
 
+def filthiest_first(row: dict) -> tuple:
+    return (-(row.get("dirty_ratio") or 0.0), row["log_dir"], row["topic"], row["partition"])
+
+
+def by_partition(row: dict) -> tuple:
+    return (row["log_dir"], row["topic"], row["partition"])
+
+
+def run_job(
+    spark, log_dirs, topic_regex, fn: Callable[[PartitionTask], dict], row_defaults: dict, *, writing: bool,
+    order: Callable[[dict], tuple] = by_partition,
+) -> list[dict]:  # fmt: skip
+    """The driver of every job: list partition directories, map ``fn`` over them on the executors, add a
+    failed row for whatever could not even be listed, and sort the rows."""
+    listing = list_tasks(log_dirs, topic_regex, writing=writing)
+    for note in listing.notes:
+        click.echo(note, err=True)
+    rows = run_distributed(spark, listing.tasks, fn)
+    rows += [dict(row_defaults, **r) for r in listing.failed]
+    rows.sort(key=order)
+    return rows
+
+
 def run_distributed(spark, tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict]) -> list[dict]:
     """Map ``fn`` over the tasks, one Spark task per partition directory."""
     if not tasks:

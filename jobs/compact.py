@@ -39,14 +39,10 @@ COLUMNS = [f.name for f in SCHEMA.fields]
 
 def run(spark, log_dirs, topic_regex, configs, opts) -> list[dict]:
     """Compact every selected partition; rows come back filthiest first."""
-    listing = common.list_tasks(log_dirs, topic_regex, writing=not opts.dry_run)
-    for note in listing.notes:
-        click.echo(note, err=True)
     fn = functools.partial(compact_partition, configs=configs, opts=opts)
-    rows = common.run_distributed(spark, listing.tasks, fn)
-    rows += [dict(COMPACT_ROW, **r) for r in listing.failed]
-    rows.sort(key=lambda r: (-(r.get("dirty_ratio") or 0.0), r["log_dir"], r["topic"], r["partition"]))
-    return rows
+    return common.run_job(
+        spark, log_dirs, topic_regex, fn, COMPACT_ROW, writing=not opts.dry_run, order=common.filthiest_first
+    )
 
 
 @click.command("compact")

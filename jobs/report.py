@@ -69,13 +69,10 @@ FORMATS = ("table", "json", "csv", "parquet", "html")
 
 def run(spark, log_dirs, topic_regex, configs, opts, *, count_duplicates: bool = True) -> list[dict]:
     """Report every selected partition; rows come back filthiest first."""
-    listing = common.list_tasks(log_dirs, topic_regex, writing=False)
-    for note in listing.notes:
-        click.echo(note, err=True)
     fn = functools.partial(report_partition, configs=configs, opts=opts, count_duplicates=count_duplicates)
-    rows = common.run_distributed(spark, listing.tasks, fn)
-    rows += [dict(REPORT_ROW, **r) for r in listing.failed]
-    rows.sort(key=lambda r: (-(r.get("dirty_ratio") or 0.0), r["log_dir"], r["topic"], r["partition"]))
+    rows = common.run_job(
+        spark, log_dirs, topic_regex, fn, REPORT_ROW, writing=False, order=common.filthiest_first
+    )
     return [{c: r.get(c) for c in COLUMNS} for r in rows]
 
 

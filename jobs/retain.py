@@ -47,14 +47,8 @@ def parse_log_start_offsets(values) -> tuple[tuple[str, int, int], ...]:
 
 
 def run(spark, log_dirs, topic_regex, configs, opts) -> list[dict]:
-    listing = common.list_tasks(log_dirs, topic_regex, writing=not opts.dry_run)
-    for note in listing.notes:
-        click.echo(note, err=True)
     fn = functools.partial(retain_partition, configs=configs, opts=opts)
-    rows = common.run_distributed(spark, listing.tasks, fn)
-    rows += [dict(RETAIN_ROW, **r) for r in listing.failed]
-    rows.sort(key=lambda r: (r["log_dir"], r["topic"], r["partition"]))
-    return rows
+    return common.run_job(spark, log_dirs, topic_regex, fn, RETAIN_ROW, writing=not opts.dry_run)
 
 
 @click.command("retain")
