@@ -217,9 +217,25 @@ def emit(
         click.echo(format_table(full, columns, title))
     if report_path:
         if report_path.endswith(".parquet"):
-            spark.createDataFrame(full, schema).toPandas().to_parquet(report_path, index=False)
+            write_parquet(full, schema, report_path)
         else:
             Path(report_path).write_text(json.dumps(full, default=str, indent=1) + "\n")
+
+
+def arrow_schema(schema):
+    """The Spark result schema as an Arrow schema (nullable integers stay integers in Parquet)."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "integer": pa.int32(), "long": pa.int64(), "double": pa.float64(),
+             "boolean": pa.bool_()}  # fmt: skip
+    return pa.schema([pa.field(f.name, types[f.dataType.typeName()], f.nullable) for f in schema.fields])
+
+
+def write_parquet(rows: list[dict], schema, path: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(schema)), path)
 
 
 def format_table(rows: list[dict], columns: Sequence[str], title: str) -> str:

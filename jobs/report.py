@@ -92,12 +92,6 @@ def to_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def write_parquet(spark, rows: list[dict], path: str) -> None:
-    import pyarrow.parquet as pq
-
-    pq.write_table(spark.createDataFrame(rows, SCHEMA).toArrow(), path)
-
-
 _TABLE = [  # header, column, cell
     ("topic", "topic", str),
     ("part", "partition", str),
@@ -204,7 +198,7 @@ def format_of(path: str | None) -> str | None:
 
 def emit(spark, rows: list[dict], fmt: str, out: str | None, now_ms: int, title: str) -> None:
     if fmt == "parquet":
-        write_parquet(spark, rows, out)
+        common.write_parquet(rows, SCHEMA, out)
         return
     if fmt == "json":
         text = to_json(rows)
@@ -248,7 +242,7 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
     emit(spark, rows, fmt, out, opts.now_ms, "kafka-log-jobs report (dry run)")
     if report_path:
         if report_path.endswith(".parquet"):
-            write_parquet(spark, rows, report_path)
+            common.write_parquet(rows, SCHEMA, report_path)
         else:
             Path(report_path).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     sys.exit(common.exit_status(rows))

@@ -234,3 +234,18 @@ def test_log_start_offset_option_is_offline_delete_records(spark, tmp_path):
     (row,) = json.loads(result.stdout)
     assert (row["segments_deleted"], row["log_start_offset_after"]) == (1, 2), row
     assert read_records(tmp_path / "t-0") == [(2, b"c", b"3"), (3, b"d", b"4")]
+
+
+def test_report_path_writes_parquet_with_the_result_schema(spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    logs = tmp_path / "logs"
+    _compacted_log(logs, partitions=1)
+    out = tmp_path / "result.parquet"
+    args = ["--log-dir", str(logs), "--set", "cleanup.policy=compact", "--now-ms", str(NOW), "--output", "json"]
+    result = _invoke(compact.command, [*args, "--report-path", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    assert table.column_names == compact.COLUMNS
+    assert str(table.schema.field("first_dirty_offset").type) == "int64"
+    assert table.to_pylist() == json.loads(result.stdout)
