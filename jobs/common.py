@@ -20,7 +20,7 @@ from kafka_log_core import locks
 from kafka_log_core.config import ConfigSet, load_config
 from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.filenames import list_partition_dirs
-from kafka_log_core.partition_log import LogDirState, PartitionCheckpoints
+from kafka_log_core.partition_log import LogDirState
 from kafka_log_core.tasks import JobOptions, PartitionTask
 
 DEFAULT_CONF_DIR = Path("conf")
@@ -273,5 +273,3 @@ def job_options(now_ms: int | None, **kw) -> JobOptions:
 def exit_status(rows: list[dict]) -> int:
     return 1 if any(r.get("status") == "failed" for r in rows) else 0
 
-
-__all__ = ["PartitionCheckpoints"]

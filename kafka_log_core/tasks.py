@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cleaner, leftovers, locks
+from . import cleaner, leftovers, locks, retention
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from .config import ConfigSet, LogConfig
 from .errors import (
@@ -224,8 +224,6 @@ RETAIN_ROW = dict(
 
 def retain_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions) -> dict:
     """Retention of one partition (time, size, log start offset), as UnifiedLog.deleteOldSegments."""
-    from . import retention
-
     def body(row: dict) -> None:
         cfg = configs.for_topic(task.topic)
         notes: list[str] = []
