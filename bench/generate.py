@@ -40,7 +40,8 @@ import crc32c
 import numpy as np
 
 from kafka_log_core import compression, record_batch
-from kafka_log_core.writer import PartitionWriter, write_log_dir_checkpoints
+from kafka_log_core.log_dir import write_log_dir_checkpoints
+from kafka_log_core.writer import PartitionWriter
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z; record i of a partition is stamped START_MS + i

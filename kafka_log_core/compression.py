@@ -237,7 +237,9 @@ def _lz4_decompress(data: bytes, magic: int) -> bytes:
             break
         stored, size = size & 0x80000000, size & 0x7FFFFFFF
         if size > max_block or pos + size > len(data):
-            raise CompressionError(f"LZ4 block of {size} bytes at byte {pos - 4} exceeds {max_block} or the frame")
+            raise CompressionError(
+                f"LZ4 block of {size} bytes at byte {pos - 4} exceeds {max_block} or the frame"
+            )
         block = data[pos : pos + size]
         pos += size
         if block_checksum:

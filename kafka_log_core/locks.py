@@ -30,8 +30,8 @@ from pathlib import Path
 
 from .errors import LogDirLockedError
 from .filenames import TopicPartition
+from .log_dir import LOCK_FILE
 
-LOCK_FILE = ".lock"
 _BROKER_BYTE = 0
 _CHECKPOINT_BYTE = 1
 _fds: dict[str, int] = {}

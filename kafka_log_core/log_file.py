@@ -144,7 +144,9 @@ def iter_batches(
         offset, size = _OFFSET_SIZE.unpack_from(view, pos)
         if size < MIN_ENTRY_SIZE:
             raise CorruptRecordError(
-                f"record size {size} is smaller than the minimum record overhead ({MIN_ENTRY_SIZE})", name, pos
+                f"record size {size} is smaller than the minimum record overhead ({MIN_ENTRY_SIZE})",
+                name,
+                pos,
             )
         batch_end = pos + LOG_OVERHEAD + size
         if batch_end > end:
@@ -170,7 +172,9 @@ def iter_batches(
         yield FileBatch(pos, header, data, name)
         pos = batch_end
     if strict and pos < end:
-        raise CorruptRecordError(f"{end - pos} trailing bytes do not form a batch (truncated segment)", name, pos)
+        raise CorruptRecordError(
+            f"{end - pos} trailing bytes do not form a batch (truncated segment)", name, pos
+        )
 
 
 def iter_file_batches(path: str | os.PathLike[str], *, strict: bool = False) -> Iterator[FileBatch]:

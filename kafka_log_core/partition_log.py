@@ -15,63 +15,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from . import checkpoints
 from .errors import CorruptDataError
 from .filenames import LOG_SUFFIX, TopicPartition, parse_segment_file
+from .log_dir import CLEANER_OFFSET_CHECKPOINT, LogDirState, PartitionCheckpoints
 from .segment import Segment
 from .txn_index import AbortedTxn, collect_aborted
 
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
-
-
-@dataclass(frozen=True)
-class LogDirState:
-    """The log-dir level files, read once: checkpoints and the clean-shutdown marker."""
-
-    log_dir: Path
-    recovery_points: dict[TopicPartition, int]
-    log_start_offsets: dict[TopicPartition, int]
-    high_watermarks: dict[TopicPartition, int]
-    cleaner_offsets: dict[TopicPartition, int]
-    clean_shutdown: bool
-
-    @classmethod
-    def read(cls, log_dir: str | os.PathLike[str]) -> LogDirState:
-        d = Path(log_dir)
-        return cls(
-            d,
-            checkpoints.read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT),
-            checkpoints.read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT),
-            checkpoints.read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT),
-            checkpoints.read_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT),
-            (d / CLEAN_SHUTDOWN_FILE).exists(),
-        )
-
-    def for_partition(self, tp: TopicPartition) -> PartitionCheckpoints:
-        return PartitionCheckpoints(
-            recovery_point=self.recovery_points.get(tp),
-            log_start_offset=self.log_start_offsets.get(tp),
-            high_watermark=self.high_watermarks.get(tp),
-            cleaner_offset=self.cleaner_offsets.get(tp),
-            clean_shutdown=self.clean_shutdown,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionCheckpoints:
-    """This partition's entries of the log-dir checkpoints (None = no entry). Small and picklable:
-    the driver reads the files once and ships these to the executors."""
-
-    recovery_point: int | None = None
-    log_start_offset: int | None = None
-    high_watermark: int | None = None
-    cleaner_offset: int | None = None
-    clean_shutdown: bool = False
+# Re-exported: callers import the log-dir state from here as well as from ``log_dir``.
+__all__ = ["LogDirState", "PartitionCheckpoints", "PartitionLog", "CLEANER_OFFSET_CHECKPOINT"]
 
 
 def list_segment_bases(directory: Path) -> list[int]:

@@ -257,7 +257,9 @@ def _iter_records(header: BatchHeader, area: bytes | memoryview, area_pos: int |
         except CorruptRecordError as err:
             where = f"record {index} of batch at offset {header.base_offset}"
             if area_pos is None:
-                raise CorruptRecordError(f"{where} (compressed area byte {err.position}): {err.detail}") from err
+                raise CorruptRecordError(
+                    f"{where} (compressed area byte {err.position}): {err.detail}"
+                ) from err
             raise CorruptRecordError(f"{where}: {err.detail}", None, area_pos + (err.position or 0)) from err
         yield record
     if pos != end:
@@ -336,7 +338,9 @@ def decode_control_record(record: Record) -> ControlRecord:
         raise CorruptRecordError(f"control record at offset {record.offset} has a key shorter than 4 bytes")
     version, ctype = _CONTROL_KEY.unpack_from(key)
     if version < 0:
-        raise CorruptRecordError(f"control record at offset {record.offset} has negative key version {version}")
+        raise CorruptRecordError(
+            f"control record at offset {record.offset} has negative key version {version}"
+        )
     coordinator_epoch = None
     if ctype in (CONTROL_ABORT, CONTROL_COMMIT):
         value = record.value

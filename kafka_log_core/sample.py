@@ -42,8 +42,9 @@ from . import checkpoints
 from .compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from .errors import KafkaLogError, UsageError
 from .filenames import parse_partition_dir
+from .log_dir import CLEAN_SHUTDOWN_FILE, LOCK_FILE, random_uuid, write_log_dir_checkpoints
 from .record_batch import CONTROL_ABORT, CONTROL_COMMIT, LOG_APPEND_TIME, Record
-from .writer import CLEAN_SHUTDOWN_FILE, LOCK_FILE, PartitionWriter, random_uuid, write_log_dir_checkpoints
+from .writer import PartitionWriter
 
 DEFAULT_NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MINUTE = 60_000

@@ -224,6 +224,7 @@ RETAIN_ROW = dict(
 
 def retain_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions) -> dict:
     """Retention of one partition (time, size, log start offset), as UnifiedLog.deleteOldSegments."""
+
     def body(row: dict) -> None:
         cfg = configs.for_topic(task.topic)
         notes: list[str] = []

@@ -50,7 +50,9 @@ def _decode(buf: bytes | memoryview, pos: int, end: int, max_bytes: int, bits: i
     start = pos
     while True:
         if pos >= end:
-            raise CorruptRecordError(f"varint runs past the end of its field (started at byte {start})", None, start)
+            raise CorruptRecordError(
+                f"varint runs past the end of its field (started at byte {start})", None, start
+            )
         b = buf[pos]
         pos += 1
         u |= (b & 0x7F) << shift

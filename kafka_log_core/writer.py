@@ -53,11 +53,9 @@ producer expiry; re-compression (compression.type); preallocation.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,11 +68,11 @@ from .filenames import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     TopicPartition,
-    list_partition_dirs,
     parse_partition_dir,
     parse_segment_file,
     segment_file,
 )
+from .log_dir import random_uuid
 from .log_file import FileBatch
 from .offset_index import IndexBuilder, OffsetPosition
 from .producer_snapshot import ProducerSnapshotEntry, read_producer_snapshot, write_producer_snapshot
@@ -90,9 +88,6 @@ DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
 INT_MAX = 2**31 - 1
 NO_OFFSET = -1
 
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
-_METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Kafka's reserved Uuid, never handed out as a topic id
 
 
 # ---------------------------------------------------------------------------------------------- appends
@@ -885,107 +880,3 @@ def _write_all(handle: object, data: bytes) -> None:
 
 def _close_handle(handle: object) -> None:
     handle.close()  # type: ignore[attr-defined]
-
-
-def random_uuid(rng: random.Random) -> str:
-    """Kafka's Uuid.randomUuid: a version-4 UUID, redrawn while reserved or its text starts with '-'."""
-    while True:
-        raw = bytearray(rng.getrandbits(128).to_bytes(16, "big"))
-        raw[6] = (raw[6] & 0x0F) | 0x40
-        raw[8] = (raw[8] & 0x3F) | 0x80
-        text = checkpoints.encode_uuid(bytes(raw))
-        if not text.startswith("-") and text != _METADATA_TOPIC_ID:
-            return text
-
-
-# ---------------------------------------------------------------------------------------------- log dir
-def write_log_dir_checkpoints(
-    log_dir: str | os.PathLike[str],
-    *,
-    recovery_points: Mapping[TopicPartition, int] | None = None,
-    log_start_offsets: Mapping[TopicPartition, int] | None = None,
-    high_watermarks: Mapping[TopicPartition, int] | None = None,
-    clean_shutdown: bool = True,
-    node_id: int = 1,
-    cluster_id: str | None = None,
-    directory_id: str | None = None,
-    broker_epoch: int = 1,
-    now_ms: int | None = None,
-    random_seed: int | None = None,
-) -> dict[TopicPartition, int]:
-    """Make ``log_dir`` look like the log dir of a broker that stopped cleanly; returns each partition's LEO.
-
-    Writes ``recovery-point-offset-checkpoint`` and ``replication-offset-checkpoint`` (default: every
-    partition at its LEO, as after a clean shutdown with all replicas in sync) and
-    ``log-start-offset-checkpoint`` (default: no entries, i.e. every log starts at its first segment),
-    entries sorted by topic and partition. Creates an empty ``cleaner-offset-checkpoint`` and ``.lock``
-    when missing (the broker creates both at start-up) and ``meta.properties`` (KRaft, version 1) when
-    missing; an existing one is kept. With ``clean_shutdown`` writes ``.kafka_cleanshutdown``, otherwise
-    removes it (the next load then recovers from the recovery points).
-    """
-    root = Path(log_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    leos = {tp: _read_log_end_offset(path) for tp, path in list_partition_dirs(root)}
-    for name, offsets in (
-        (checkpoints.RECOVERY_POINT_CHECKPOINT, leos if recovery_points is None else recovery_points),
-        (checkpoints.LOG_START_OFFSET_CHECKPOINT, {} if log_start_offsets is None else log_start_offsets),
-        (checkpoints.REPLICATION_CHECKPOINT, leos if high_watermarks is None else high_watermarks),
-    ):
-        ordered = dict(sorted(offsets.items(), key=lambda item: (item[0].topic, item[0].partition)))
-        checkpoints.write_offset_checkpoint(root / name, ordered)
-    for name in (checkpoints.CLEANER_CHECKPOINT, LOCK_FILE):
-        (root / name).touch(exist_ok=True)
-    meta = root / checkpoints.META_PROPERTIES
-    if not meta.exists():
-        rng = random.Random(random_seed)
-        text = format_meta_properties(
-            node_id=node_id,
-            cluster_id=cluster_id if cluster_id is not None else random_uuid(rng),
-            directory_id=directory_id if directory_id is not None else random_uuid(rng),
-            now_ms=int(time.time() * 1000) if now_ms is None else now_ms,
-        )
-        fsutil.atomic_write_bytes(meta, text.encode("utf-8"))
-    clean = root / CLEAN_SHUTDOWN_FILE
-    if clean_shutdown:
-        body = json.dumps({"version": 0, "brokerEpoch": broker_epoch}, separators=(",", ":"))
-        fsutil.write_bytes_fsync(clean, body.encode("utf-8"))
-    else:
-        clean.unlink(missing_ok=True)
-    fsutil.fsync_dir(root)
-    return leos
-
-
-def format_meta_properties(*, node_id: int, cluster_id: str, directory_id: str, now_ms: int) -> str:
-    """meta.properties as ``Properties.store`` writes it for a KRaft broker (keys in its hash order)."""
-    for name, value in (("cluster.id", cluster_id), ("directory.id", directory_id)):
-        try:
-            checkpoints.decode_uuid(value)
-        except ValueError as err:
-            raise UsageError(f"{name}={value!r}: expected a Kafka Uuid (22 base64url characters)") from err
-    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(now_ms // 1000))
-    lines = [
-        "#",
-        f"#{stamp}",
-        f"node.id={node_id}",
-        f"directory.id={directory_id}",
-        "version=1",
-        f"cluster.id={cluster_id}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _read_log_end_offset(directory: Path) -> int:
-    """readNextOffset of the last segment: its last batch's next offset, or its base when empty."""
-    bases = sorted(
-        parsed.base_offset
-        for name in os.listdir(directory)
-        if (parsed := parse_segment_file(name)) is not None
-        and parsed.marker is None
-        and parsed.suffix == LOG_SUFFIX
-    )
-    if not bases:
-        return 0
-    next_offset = bases[-1]
-    for batch in log_file.iter_file_batches(segment_file(directory, bases[-1], LOG_SUFFIX)):
-        next_offset = batch.next_offset
-    return next_offset

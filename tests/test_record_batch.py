@@ -58,7 +58,10 @@ def test_decodes_batches_written_by_kafka_python(codec):
     assert (h.base_offset, h.last_offset, h.compression) == (42, 46, codec)
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (7, 3, 11)
     assert h.max_timestamp == TS + 3
-    got = [(r.offset, r.key, r.value, [(x.key, x.value) for x in r.headers], r.timestamp) for r in batch.records()]
+    got = [
+        (r.offset, r.key, r.value, [(x.key, x.value) for x in r.headers], r.timestamp)
+        for r in batch.records()
+    ]
     want = [(42 + i, k, v, hdrs, ts) for i, (k, v, hdrs, ts) in enumerate(SAMPLE)]
     assert got == want
 
@@ -66,14 +69,20 @@ def test_decodes_batches_written_by_kafka_python(codec):
 @pytest.mark.parametrize("codec", CODECS.values(), ids=CODECS.keys())
 def test_kafka_python_reads_our_batches(codec):
     records = [
-        Record(100 + i, ts, k, v, tuple(Header(hk, hv) for hk, hv in hdrs)) for i, (k, v, hdrs, ts) in enumerate(SAMPLE)
+        Record(100 + i, ts, k, v, tuple(Header(hk, hv) for hk, hv in hdrs))
+        for i, (k, v, hdrs, ts) in enumerate(SAMPLE)
     ]
     data = record_batch.build_batch(
         100, records, codec=codec, producer_id=9, producer_epoch=1, base_sequence=0, partition_leader_epoch=4
     )
     batch = MemoryRecords(data).next_batch()
     assert batch.validate_crc()
-    assert (batch.base_offset, batch.compression_type, batch.producer_id, batch.leader_epoch) == (100, codec, 9, 4)
+    assert (batch.base_offset, batch.compression_type, batch.producer_id, batch.leader_epoch) == (
+        100,
+        codec,
+        9,
+        4,
+    )
     got = [(r.offset, r.key, r.value, list(r.headers), r.timestamp) for r in batch]
     want = [(100 + i, k, v, hdrs, ts) for i, (k, v, hdrs, ts) in enumerate(SAMPLE)]
     assert got == want
@@ -185,7 +194,9 @@ def test_reads_legacy_message_sets_written_by_kafka_python(magic, codec):
 
 
 def test_legacy_examples_e6():
-    v1 = hexbytes("00 00 00 00 00 00 00 00 00 00 00 18 39 26 8C 33 01 00 00 00 01 8B CF E5 68 00 00 00 00 01 6B 00 00 00 01 76")
+    v1 = hexbytes(
+        "00 00 00 00 00 00 00 00 00 00 00 18 39 26 8C 33 01 00 00 00 01 8B CF E5 68 00 00 00 00 01 6B 00 00 00 01 76"
+    )
     v0 = hexbytes("00 00 00 00 00 00 00 05 00 00 00 10 1F EC D7 0A 00 00 00 00 00 01 6B 00 00 00 01 76")
     b1, b0 = list(log_file.iter_batches(v1 + v0))
     b1.verify()
@@ -238,7 +249,12 @@ def test_encode_decode_round_trip(base, specs, codec):
 
 
 @settings(max_examples=300, deadline=None)
-@given(cut=st.integers(0, 400), flip=st.integers(0, 400), bit=st.integers(0, 7), codec=st.sampled_from([0, 1, 3, 4]))
+@given(
+    cut=st.integers(0, 400),
+    flip=st.integers(0, 400),
+    bit=st.integers(0, 7),
+    codec=st.sampled_from([0, 1, 3, 4]),
+)
 def test_truncated_or_bit_flipped_batches_raise_our_errors_only(cut, flip, bit, codec):
     records = [Record(i, TS + i, b"key%d" % i, b"value" * i, (Header("h", b"v"),)) for i in range(5)]
     data = bytearray(record_batch.build_batch(0, records, codec=codec))
@@ -260,7 +276,9 @@ def test_crc_mismatch_names_file_and_position():
     bad[len(ok) + 30] ^= 0xFF
     batches = list(log_file.iter_batches(bytes(bad), "/d/t-0/00000000000000000000.log"))
     batches[0].verify()
-    with pytest.raises(CorruptRecordError, match=r"t-0/00000000000000000000\.log at position 70: CRC32C mismatch"):
+    with pytest.raises(
+        CorruptRecordError, match=r"t-0/00000000000000000000\.log at position 70: CRC32C mismatch"
+    ):
         batches[1].verify()
 
 
@@ -273,8 +291,6 @@ def test_size_below_minimum_is_corruption_but_partial_tail_is_ignored():
         list(log_file.iter_batches(ok + bytes(30), "x.log"))
 
 
-@pytest.mark.parametrize(
-    "seq,inc,expected", [(5, 3, 8), (2**31 - 1, 1, 0), (2**31 - 2, 3, 1), (-1, 4, -1)]
-)
+@pytest.mark.parametrize("seq,inc,expected", [(5, 3, 8), (2**31 - 1, 1, 0), (2**31 - 2, 3, 1), (-1, 4, -1)])
 def test_sequence_arithmetic_wraps_at_int32_max(seq, inc, expected):
     assert record_batch.increment_sequence(seq, inc) == expected

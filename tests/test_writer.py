@@ -20,9 +20,10 @@ from kafka.record.memory_records import MemoryRecords
 
 from kafka_log_core import record_batch
 from kafka_log_core.errors import CorruptRecordError, RefusedError, UsageError
+from kafka_log_core.log_dir import write_log_dir_checkpoints
 from kafka_log_core.offset_index import IndexBuilder
 from kafka_log_core.record_batch import CONTROL_ABORT, CONTROL_COMMIT, Header, Record
-from kafka_log_core.writer import PartitionWriter, write_log_dir_checkpoints
+from kafka_log_core.writer import PartitionWriter
 
 T0 = 1_767_225_600_000
 MAX_INT = 2**31 - 1
