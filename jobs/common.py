@@ -272,4 +272,3 @@ def job_options(now_ms: int | None, **kw) -> JobOptions:
 
 def exit_status(rows: list[dict]) -> int:
     return 1 if any(r.get("status") == "failed" for r in rows) else 0
-

@@ -89,7 +89,6 @@ INT_MAX = 2**31 - 1
 NO_OFFSET = -1
 
 
-
 # ---------------------------------------------------------------------------------------------- appends
 @dataclass(frozen=True, slots=True)
 class _AppendInfo:
