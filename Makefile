@@ -44,8 +44,8 @@ soak: $(STAMP) ## long crash-injection run
 	SOAK=1 $(PY) -m pytest tests/test_crash_safety.py -s $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff format check and lint
-	$(VENV)/bin/ruff check kafka_log_core jobs spark_udfs tests
-	$(VENV)/bin/ruff format --check kafka_log_core jobs spark_udfs tests
+	$(VENV)/bin/ruff check kafka_log_core jobs spark_udfs tests bench
+	$(VENV)/bin/ruff format --check kafka_log_core jobs spark_udfs tests bench
 
 clean: ## remove the virtualenv and generated data
 	rm -rf $(VENV) sample .pytest_cache
