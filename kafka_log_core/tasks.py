@@ -9,6 +9,7 @@ partitions go on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -152,7 +153,7 @@ def compact_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions)
                 f"cleanup.policy={','.join(sorted(cfg.cleanup_policy)) or '(empty)'} does not include compact"
             )
             return
-        lock = locks.partition_lock(task.log_dir, task.tp) if not opts.dry_run else _nolock()
+        lock = locks.partition_lock(task.log_dir, task.tp) if not opts.dry_run else contextlib.nullcontext()
         with lock:
             log = prepare(task, cfg, opts, notes)
             producers = build_producer_table(log, opts.now_ms, configs.broker.producer_id_expiration_ms)
@@ -208,14 +209,6 @@ def compact_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions)
     return _run_guarded(task, COMPACT_ROW, body)
 
 
-class _nolock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 RETAIN_ROW = dict(
     status="skipped", reason="", segments_deleted=0, bytes_deleted=0, log_start_offset_before=None,
     log_start_offset_after=None, duration_ms=0,
@@ -231,7 +224,7 @@ def retain_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions) 
         override = next(
             (o for t, p, o in opts.log_start_offsets if t == task.topic and p == task.partition), None
         )
-        lock = locks.partition_lock(task.log_dir, task.tp) if not opts.dry_run else _nolock()
+        lock = locks.partition_lock(task.log_dir, task.tp) if not opts.dry_run else contextlib.nullcontext()
         with lock:
             log = prepare(task, cfg, opts, notes)
             row.update(
