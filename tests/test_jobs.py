@@ -258,3 +258,27 @@ def test_report_path_writes_parquet_with_the_result_schema(spark, tmp_path):
     assert table.column_names == compact.COLUMNS
     assert str(table.schema.field("first_dirty_offset").type) == "int64"
     assert table.to_pylist() == json.loads(result.stdout)
+
+
+def test_spark_submit_and_the_cli_take_the_same_options_and_agree(spark, tmp_path):
+    """`spark-submit jobs/compact.py …` and `kafka-log-jobs compact …` are the same job."""
+    from pathlib import Path
+
+    from kafka_log_core.cli import main
+
+    _compacted_log(tmp_path)
+    args = ["--log-dir", str(tmp_path), "--set", "cleanup.policy=compact", "--now-ms", str(NOW), "--dry-run"]
+    via_cli = json.loads(_invoke(main, ["compact", *args, "--output", "json"]).stdout)
+    submit = Path(sys.executable).parent / "spark-submit"
+    env = dict(
+        os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", PYSPARK_PYTHON=sys.executable
+    )
+    done = subprocess.run(
+        [str(submit), "--master", "local[1]", str(Path(compact.__file__)), *args, "--output", "json"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    via_submit = json.loads(done.stdout)
+    strip = [{k: v for k, v in r.items() if k != "duration_ms"} for r in via_cli]
+    assert [{k: v for k, v in r.items() if k != "duration_ms"} for r in via_submit] == strip
+    assert read_records(tmp_path / "orders-0")[0] == (0, b"a", b"1")  # dry runs changed nothing
