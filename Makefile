@@ -30,9 +30,10 @@ browser: ## Debian's Chromium for the HTML report screenshot test (skipped with 
 test: $(STAMP) browser ## run the whole suite (core, Spark, real Kafka broker)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-run: $(STAMP) ## generate a sample log directory and run report, compact and retain on it
+run: $(STAMP) ## generate a sample log dir; report (table + sample/report.html), compact, retain, offsets
 	$(PY) -m kafka_log_core.sample --out $(SAMPLE) --fresh --now-ms $(NOW_MS)
-	$(VENV)/bin/kafka-log-jobs report --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --output table
+	$(VENV)/bin/kafka-log-jobs report --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --format table
+	$(VENV)/bin/kafka-log-jobs report --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --format html --out sample/report.html
 	$(VENV)/bin/kafka-log-jobs compact --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --output table
 	$(VENV)/bin/kafka-log-jobs retain --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --output table
 	$(VENV)/bin/kafka-log-jobs offsets --log-dir $(SAMPLE) --time -2
