@@ -69,18 +69,18 @@ def record_table(batch: FileBatch, hashes: tuple[np.ndarray, np.ndarray] | None 
         area = np.frombuffer(batch.data, dtype=np.uint8)
         start = record_batch.HEADER_SIZE
     if hashes is None:
-        err, err_pos, table, hi, lo = kernels.walk_and_hash(
+        code, err_pos, table, hi, lo = kernels.walk_and_hash(
             area, start, area.shape[0], header.records_count, header.base_offset
         )
     else:
-        err, err_pos, table = kernels.walk_records(
+        code, err_pos, table = kernels.walk_records(
             area, start, area.shape[0], header.records_count, header.base_offset
         )
         hi, lo = hashes
-    if err != kernels.OK:
+    if code != kernels.OK:
         where = f" (byte {err_pos} of the decompressed record area)" if compressed else ""
         raise CorruptRecordError(
-            f"{kernels.ERROR_TEXT[err]} in batch at offset {header.base_offset}{where}",
+            f"{kernels.ERROR_TEXT[code]} in batch at offset {header.base_offset}{where}",
             batch.path,
             batch.position + (record_batch.HEADER_SIZE if compressed else err_pos),
         )
