@@ -44,9 +44,10 @@ bench: $(STAMP) ## benchmark: ratios measured side by side in one run
 soak: $(STAMP) ## long crash-injection run
 	SOAK=1 $(PY) -m pytest tests/test_crash_safety.py -s $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff format check and lint
+lint: $(STAMP) ## ruff format check and lint, mypy on the core
 	$(VENV)/bin/ruff check kafka_log_core jobs spark_udfs tests bench
 	$(VENV)/bin/ruff format --check kafka_log_core jobs spark_udfs tests bench
+	$(VENV)/bin/mypy
 
 clean: ## remove the virtualenv and generated data
 	rm -rf $(VENV) sample .pytest_cache

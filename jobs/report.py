@@ -14,7 +14,9 @@ import functools
 import io
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from pyspark.sql.types import (
@@ -92,7 +94,7 @@ def to_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-_TABLE = [  # header, column, cell
+_TABLE: list[tuple[str, str | None, Callable[[Any], str] | None]] = [  # header, column, cell
     ("topic", "topic", str),
     ("part", "partition", str),
     ("policy", "cleanup_policy", str),
@@ -127,7 +129,7 @@ def _cells(r: dict) -> list[str]:
             out.append("-" if lso is None else f"{lso}..{leo}")
         elif header == "why":
             out.append(_why(r))
-        else:
+        elif column is not None and fmt is not None:
             value = r.get(column)
             out.append("-" if value is None else fmt(value))
     return out
@@ -198,6 +200,8 @@ def format_of(path: str | None) -> str | None:
 
 def emit(spark, rows: list[dict], fmt: str, out: str | None, now_ms: int, title: str) -> None:
     if fmt == "parquet":
+        if out is None:
+            raise click.UsageError("--format parquet needs --out PATH")
         common.write_parquet(rows, SCHEMA, out)
         return
     if fmt == "json":

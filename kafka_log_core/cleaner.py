@@ -20,6 +20,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -178,7 +179,7 @@ class TransactionTracker:
         records = batch.records()
         if not records:
             return True  # an empty control batch was already cleaned
-        ctype = record_batch.decode_control_record(records[0]).type
+        ctype = record_batch.decode_control_record(cast(record_batch.Record, records[0])).type
         pid = batch.producer_id
         if ctype == record_batch.CONTROL_ABORT:
             state = self.ongoing_aborted.pop(pid, None)
@@ -419,10 +420,10 @@ def _clean_batch(
 ) -> tuple[bytes | memoryview, int] | None:  # fmt: skip
     """Kafka's filterTo for one batch: ``(bytes to write, max timestamp)`` or None to drop it."""
     header = batch.header
-    is_v2 = isinstance(header, BatchHeader)
+    v2 = header if isinstance(header, BatchHeader) else None  # legacy entries: no control, no horizon
     can_discard = tracker.should_discard(batch)
-    if batch.is_control:
-        discard_records = can_discard and header.has_delete_horizon and header.delete_horizon_ms <= rnd.now_ms
+    if v2 is not None and v2.is_control:
+        discard_records = can_discard and v2.has_delete_horizon and v2.delete_horizon_ms <= rnd.now_ms
     else:
         discard_records = can_discard
     if batch.producer_id >= 0 and _is_last_of_producer(batch, rnd.active_producers):
@@ -435,7 +436,7 @@ def _clean_batch(
         retention = "DELETE_EMPTY"
     marker_for_empty_txn = can_discard and batch.is_control
     if retention == "DELETE":
-        n = header.records_count if is_v2 else len(scan.record_table(batch))
+        n = v2.records_count if v2 is not None else len(scan.record_table(batch))
         stats.records_read += n
         stats.bytes_read += batch.size_in_bytes
         return None
@@ -446,8 +447,8 @@ def _clean_batch(
         mode = kernels.KEEP_ALL
     else:
         mode = kernels.KEEP_BY_RULES
-    if is_v2:
-        retain_deletes = (not header.has_delete_horizon) or rnd.now_ms < header.delete_horizon_ms
+    if v2 is not None:
+        retain_deletes = (not v2.has_delete_horizon) or rnd.now_ms < v2.delete_horizon_ms
     else:
         retain_deletes = retain_legacy_deletes
     keys_hi, keys_lo, offs = rnd.offset_map.arrays()
@@ -462,26 +463,29 @@ def _clean_batch(
     stats.records_retained += kept
     stats.tombstones_retained += kept_tombs
     if kept:
-        magic_mismatch = (not is_v2) and any(r.magic != header.magic for r in table.legacy)
-        need_horizon = is_v2 and (kept_tombs > 0 or marker_for_empty_txn) and not header.has_delete_horizon
-        if kept == n and not magic_mismatch and not need_horizon:
+        if v2 is not None:
+            need_horizon = (kept_tombs > 0 or marker_for_empty_txn) and not v2.has_delete_horizon
+            if kept == n and not need_horizon:
+                return batch.data, batch.max_timestamp
+            horizon = rnd.now_ms + rnd.delete_retention_ms if need_horizon else v2.delete_horizon_ms
+            return _rebuild_v2(batch, v2, table, keep, horizon, kept, first_ts, max_ts)
+        legacy = cast(LegacyRecord, header)
+        magic_mismatch = any(r.magic != legacy.magic for r in table.legacy)
+        if kept == n and not magic_mismatch:
             return batch.data, batch.max_timestamp
-        if is_v2:
-            horizon = rnd.now_ms + rnd.delete_retention_ms if need_horizon else header.delete_horizon_ms
-            return _rebuild_v2(batch, header, table, keep, horizon, kept, first_ts, max_ts)
-        return _rebuild_legacy(batch, header, table, keep)
+        return _rebuild_legacy(batch, legacy, table, keep)
     if retention == "RETAIN_EMPTY":
         stats.batches_emptied += 1
-        if not is_v2:
+        if v2 is None:
             return batch.data, batch.max_timestamp  # the broker throws here; we keep the entry unchanged
         data = record_batch.build_batch(
-            header.base_offset, [], timestamp_type=header.timestamp_type, producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
-            partition_leader_epoch=header.partition_leader_epoch, is_transactional=header.is_transactional,
-            is_control=header.is_control, last_offset_delta=header.last_offset_delta,
-            max_timestamp=header.max_timestamp,
+            v2.base_offset, [], timestamp_type=v2.timestamp_type, producer_id=v2.producer_id,
+            producer_epoch=v2.producer_epoch, base_sequence=v2.base_sequence,
+            partition_leader_epoch=v2.partition_leader_epoch, is_transactional=v2.is_transactional,
+            is_control=v2.is_control, last_offset_delta=v2.last_offset_delta,
+            max_timestamp=v2.max_timestamp,
         )  # fmt: skip
-        return data, header.max_timestamp
+        return data, v2.max_timestamp
     return None
 
 
@@ -519,7 +523,7 @@ def _rebuild_v2(
 
 def _rebuild_legacy(
     batch: FileBatch, header: LegacyRecord, table: scan.RecordTable, keep: np.ndarray
-) -> tuple[bytes, int]:
+) -> tuple[bytes | memoryview, int]:
     kept = [r for r, k in zip(table.legacy, keep.tolist(), strict=True) if k]
     log_append = header.magic == 1 and header.timestamp_type == 1
     if header.compression == compression.NONE:

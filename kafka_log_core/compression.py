@@ -114,8 +114,8 @@ def compress(codec: int, data: bytes | memoryview, magic: int = 2) -> bytes:
     if codec == ZSTD:
         if magic < 2:
             raise CompressionError("zstd is not allowed with message format v0/v1")
-        c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False)
-        obj = c.compressobj()
+        zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False)
+        obj = zc.compressobj()
         return obj.compress(bytes(data)) + obj.flush()
     raise CompressionError(f"unknown compression codec id {codec} (expected 0-4)")
 

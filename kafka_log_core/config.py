@@ -86,7 +86,7 @@ class Range:
     max: float | None = None
     or_minus_one: bool = False
 
-    def admits(self, value: float) -> bool:
+    def admits(self, value: Any) -> bool:
         if self.or_minus_one and value == -1:
             return True
         return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
@@ -102,7 +102,7 @@ class OneOf:
 
     values: tuple[str, ...]
 
-    def admits(self, value: str) -> bool:
+    def admits(self, value: Any) -> bool:
         return value in self.values
 
     def __str__(self) -> str:
@@ -115,7 +115,7 @@ class SubsetOf:
 
     values: tuple[str, ...]
 
-    def admits(self, value: Iterable[str]) -> bool:
+    def admits(self, value: Any) -> bool:
         return all(item in self.values for item in value)
 
     def __str__(self) -> str:
@@ -327,7 +327,8 @@ def _type_problem(kind: Kind, value: Any) -> str | None:
         ok = isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
         return None if ok else "not a number"
     expected = {"boolean": bool, "string": str, "list": frozenset}[kind]
-    if not isinstance(value, expected) or (kind == "list" and not all(isinstance(v, str) for v in value)):
+    items: Iterable[Any] = value if kind == "list" and isinstance(value, frozenset) else ()
+    if not isinstance(value, expected) or not all(isinstance(v, str) for v in items):
         return f"not a {kind}" if kind != "list" else "not a frozenset of strings"
     return None
 

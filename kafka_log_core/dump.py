@@ -473,7 +473,8 @@ def record_line(batch: FileBatch, record: Record | legacy_records.LegacyRecord, 
         else:
             # An uncompressed entry is its own record; inner records of a wrapper had their CRC checked.
             valid = _is_valid(batch) if h.compression == compression.NONE else True
-            parts.append(f" isValid: {_java_bool(valid)} crc: {record.crc}")
+            crc = record.crc if isinstance(record, legacy_records.LegacyRecord) else None
+            parts.append(f" isValid: {_java_bool(valid)} crc: {crc}")
         if batch.is_control:
             parts.append(_control_text(batch, record))
     if options.print_data_log and not batch.is_control:

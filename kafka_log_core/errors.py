@@ -16,13 +16,10 @@ class KafkaLogError(Exception):
 
 
 def _where(path: str | os.PathLike[str] | None, position: int | None) -> str:
-    if path is None and position is None:
-        return ""
-    if position is None:
-        return f"{os.fspath(path)}: "
     if path is None:
-        return f"position {position}: "
-    return f"{os.fspath(path)} at position {position}: "
+        return "" if position is None else f"position {position}: "
+    name = os.fspath(path)
+    return f"{name}: " if position is None else f"{name} at position {position}: "
 
 
 class CorruptDataError(KafkaLogError, ValueError):

@@ -68,13 +68,11 @@ def _next_offset_of(log_path: Path, base: int) -> int:
 def plan_leftovers(directory: str | os.PathLike[str]) -> LeftoverPlan:
     d = Path(directory)
     names = sorted(os.listdir(d))
-    parsed = {n: parse_segment_file(n) for n in names}
+    parsed = {n: p for n in names if (p := parse_segment_file(n)) is not None}
     delete: list[Path] = []
     swaps: list[str] = []
     cleaned: list[str] = []
     for name, p in parsed.items():
-        if p is None:
-            continue
         if p.marker == DELETED_MARKER:
             delete.append(d / name)
         elif p.marker == CLEANED_MARKER:
@@ -93,18 +91,18 @@ def plan_leftovers(directory: str | os.PathLike[str]) -> LeftoverPlan:
         lo = min(parsed[n].base_offset for n in log_swaps)
         hi = max(_next_offset_of(d / n, parsed[n].base_offset) for n in log_swaps)
         for name, p in parsed.items():
-            if p is not None and p.marker is None and lo <= p.base_offset < hi and name not in removed:
+            if p.marker is None and lo <= p.base_offset < hi and name not in removed:
                 delete.append(d / name)
                 removed.add(name)
     rename = tuple((d / n, d / n[: -len(SWAP_MARKER)]) for n in swaps)
     # L7 over the state after the renames.
     live: dict[int, set[str]] = {}
     for name, p in parsed.items():
-        if p is None or name in removed or p.marker is not None:
+        if name in removed or p.marker is not None:
             continue
         live.setdefault(p.base_offset, set()).add(p.suffix)
-    for _, target in rename:
-        p = parse_segment_file(target.name)
+    for name in swaps:
+        p = parsed[name]
         live.setdefault(p.base_offset, set()).add(p.suffix)
     rebuild, empty_time = [], []
     for base, suffixes in sorted(live.items()):

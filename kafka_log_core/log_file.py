@@ -127,7 +127,7 @@ def read_log(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
 
 
 def iter_batches(
-    buf: bytes | memoryview,
+    buf: bytes | memoryview | mmap.mmap,
     path: str | os.PathLike[str] | None = None,
     start: int = 0,
     end: int | None = None,

@@ -17,6 +17,7 @@ from .errors import CorruptDataError
 from .filenames import SNAPSHOT_SUFFIX, parse_segment_file
 from .log_file import FileBatch
 from .producer_snapshot import read_producer_snapshot
+from .record_batch import BatchHeader
 
 NO_OFFSET = -1
 
@@ -65,6 +66,8 @@ def apply_batch(entries: dict[int, ProducerEntry], batch: FileBatch) -> None:
     if pid < 0:
         return
     header = batch.header
+    if not isinstance(header, BatchHeader):
+        return  # legacy messages carry no producer
     epoch = batch.producer_epoch
     entry = entries.get(pid)
     if batch.is_control:

@@ -420,11 +420,10 @@ def build_batch(
             base_offset, partition_leader_epoch, attributes, last_offset_delta, NO_TIMESTAMP,
             max_timestamp, producer_id, producer_epoch, base_sequence, 0, b"",
         )  # fmt: skip
-    has_horizon = delete_horizon_ms is not None and delete_horizon_ms >= 0
-    if has_horizon:
-        base_timestamp = delete_horizon_ms
-    else:
-        base_timestamp = records[0].timestamp
+    has_horizon = False
+    base_timestamp = records[0].timestamp
+    if delete_horizon_ms is not None and delete_horizon_ms >= 0:
+        has_horizon, base_timestamp = True, delete_horizon_ms
     if max_timestamp is None:
         max_timestamp = max(r.timestamp for r in records)
     if last_offset_delta is None:

@@ -417,7 +417,8 @@ def _replay(table: dict[int, _Producer], batch) -> None:
             return
         producer.update_epoch(header.producer_epoch)
         producer.current_txn_first_offset = -1
-        producer.coordinator_epoch = marker.coordinator_epoch
+        if marker.coordinator_epoch is not None:
+            producer.coordinator_epoch = marker.coordinator_epoch
         producer.timestamp = header.max_timestamp
         return
     producer.update_epoch(header.producer_epoch)

@@ -37,6 +37,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import checkpoints
 from .compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
@@ -70,7 +71,7 @@ class TopicSpec:
     overrides: dict[str, str]  # topic-level Kafka names -> values, as written to CONF/topics
     fill: Callable[[PartitionWriter, int, random.Random, int], None]  # (writer, partition, rng, now_ms)
 
-    def writer_settings(self) -> dict[str, int]:
+    def writer_settings(self) -> dict[str, Any]:
         """The overrides the writer obeys (the rest only matter to the jobs)."""
         names = {
             "segment.bytes": "segment_bytes",
@@ -144,8 +145,18 @@ def _fill_payments(writer: PartitionWriter, partition: int, rng: random.Random, 
         now_ms=t + 20, codec=SNAPPY, producer_id=3001, producer_epoch=0, base_sequence=0,
     )  # fmt: skip
     t = now - 2 * DAY
-    committed = {"producer_id": 1001, "producer_epoch": 0, "is_transactional": True, "codec": ZSTD}
-    aborted = {"producer_id": 1002, "producer_epoch": 4, "is_transactional": True, "codec": ZSTD}
+    committed: dict[str, Any] = {
+        "producer_id": 1001,
+        "producer_epoch": 0,
+        "is_transactional": True,
+        "codec": ZSTD,
+    }
+    aborted: dict[str, Any] = {
+        "producer_id": 1002,
+        "producer_epoch": 4,
+        "is_transactional": True,
+        "codec": ZSTD,
+    }
     writer.append_records(
         [rec(t, 1, 500), rec(t + 1, 2, 700), rec(t + 2, 3, 900)], now_ms=t + 5, base_sequence=0, **committed
     )

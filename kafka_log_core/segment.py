@@ -7,6 +7,7 @@ entry (the broker's ``largestTimestamp``); batch headers only when a rule needs 
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from collections.abc import Iterator
@@ -63,7 +64,7 @@ class Segment:
         return [p for p in paths if p.exists()]
 
     # ------------------------------------------------------------------ contents
-    def read(self) -> bytes:
+    def read(self) -> bytes | mmap.mmap:
         """The whole ``.log`` (cached: compaction reads a segment twice, once per pass)."""
         data = self._cache.get("data")
         if data is None:
