@@ -38,6 +38,20 @@ def _compacted_log(log_dir, partitions=2):
         )
 
 
+def _json_args(log_dir):
+    """compact over every partition of ``log_dir`` as compacted topics, the result as JSON on stdout."""
+    return [
+        "--log-dir",
+        str(log_dir),
+        "--set",
+        "cleanup.policy=compact",
+        "--now-ms",
+        str(NOW),
+        "--output",
+        "json",
+    ]
+
+
 def _invoke(command, args):
     runner = CliRunner()
     return runner.invoke(command, args, catch_exceptions=False)
@@ -47,16 +61,7 @@ def test_compact_job_prints_only_a_json_array_and_cleans_every_partition(spark, 
     _compacted_log(tmp_path)
     result = _invoke(
         compact.command,
-        [
-            "--log-dir",
-            str(tmp_path),
-            "--set",
-            "cleanup.policy=compact",
-            "--now-ms",
-            str(NOW),
-            "--output",
-            "json",
-        ],
+        _json_args(tmp_path),
     )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
@@ -99,16 +104,7 @@ def test_a_corrupt_partition_fails_alone_and_the_exit_status_says_so(spark, tmp_
     before = seg.read_bytes()
     result = _invoke(
         compact.command,
-        [
-            "--log-dir",
-            str(tmp_path),
-            "--set",
-            "cleanup.policy=compact",
-            "--now-ms",
-            str(NOW),
-            "--output",
-            "json",
-        ],
+        _json_args(tmp_path),
     )
     assert result.exit_code == 1
     rows = {r["partition"]: r for r in json.loads(result.stdout)}
@@ -149,16 +145,7 @@ def test_a_log_dir_locked_by_a_running_broker_is_refused(spark, tmp_path):
         assert holder.stdout.readline().strip() == b"locked"
         result = _invoke(
             compact.command,
-            [
-                "--log-dir",
-                str(tmp_path),
-                "--set",
-                "cleanup.policy=compact",
-                "--now-ms",
-                str(NOW),
-                "--output",
-                "json",
-            ],
+            _json_args(tmp_path),
         )
         assert result.exit_code == 1
         (row,) = json.loads(result.stdout)
