@@ -12,24 +12,47 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from .errors import CorruptDataError
 from .filenames import SNAPSHOT_SUFFIX, parse_segment_file
 from .log_file import FileBatch
-from .producer_snapshot import read_producer_snapshot
-from .record_batch import BatchHeader
+from .producer_snapshot import ProducerSnapshotEntry, read_producer_snapshot
+from .record_batch import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader, Record, decode_control_record
 
 NO_OFFSET = -1
 
 
 @dataclass(slots=True)
 class ProducerEntry:
+    """ProducerStateEntry as a snapshot records it (the last batch only)."""
+
     producer_id: int
     epoch: int = -1
     last_data_offset: int = NO_OFFSET  # last offset of the newest data batch in the current epoch
     last_timestamp: int = -1
     current_txn_first_offset: int = NO_OFFSET
     coordinator_epoch: int = -1
+    last_sequence: int = -1
+    offset_delta: int = 0  # last offset - first offset of that batch
+
+    def update_epoch(self, epoch: int) -> None:
+        """maybeUpdateProducerEpoch: a new epoch forgets the batch history."""
+        if epoch != self.epoch:
+            self.epoch, self.last_data_offset, self.last_sequence, self.offset_delta = epoch, NO_OFFSET, -1, 0
+
+    def to_snapshot(self) -> ProducerSnapshotEntry:
+        return ProducerSnapshotEntry(
+            self.producer_id, self.epoch, self.last_sequence, self.last_data_offset, self.offset_delta,
+            self.last_timestamp, self.coordinator_epoch, self.current_txn_first_offset,
+        )  # fmt: skip
+
+    @classmethod
+    def from_snapshot(cls, s: ProducerSnapshotEntry) -> ProducerEntry:
+        return cls(
+            s.producer_id, s.epoch, s.last_offset, s.timestamp, s.current_txn_first_offset, s.coordinator_epoch,
+            s.last_sequence, s.offset_delta,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +77,9 @@ class ProducerTable:
                 out[pid] = LastRecord(last, e.epoch)
         return out
 
+    def snapshot_entries(self) -> list[ProducerSnapshotEntry]:
+        return [e.to_snapshot() for e in self.entries.values()]
+
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction, if any."""
         opens = [e.current_txn_first_offset for e in self.entries.values() if e.current_txn_first_offset >= 0]
@@ -63,32 +89,29 @@ class ProducerTable:
 def apply_batch(entries: dict[int, ProducerEntry], batch: FileBatch) -> None:
     """Replay one batch header into the table (ProducerAppendInfo, offline)."""
     pid = batch.producer_id
-    if pid < 0:
-        return
     header = batch.header
-    if not isinstance(header, BatchHeader):
-        return  # legacy messages carry no producer
-    epoch = batch.producer_epoch
-    entry = entries.get(pid)
-    if batch.is_control:
+    if pid < 0 or not isinstance(header, BatchHeader):
+        return  # no producer (legacy messages never carry one)
+    if header.is_control:
         if header.records_count == 0:
             return  # an empty control batch: its transaction was already cleaned away
-        if entry is None:
-            entry = entries[pid] = ProducerEntry(pid)
-        if epoch > entry.epoch:
-            entry.last_data_offset = NO_OFFSET
-        entry.epoch = max(entry.epoch, epoch)
+        marker = decode_control_record(cast(Record, batch.records()[0]))
+        if marker.type not in (CONTROL_ABORT, CONTROL_COMMIT):
+            return
+        entry = entries.setdefault(pid, ProducerEntry(pid))
+        entry.update_epoch(header.producer_epoch)
         entry.current_txn_first_offset = NO_OFFSET
-        entry.last_timestamp = batch.max_timestamp
+        if marker.coordinator_epoch is not None:
+            entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = header.max_timestamp
         return
-    if entry is None:
-        entry = entries[pid] = ProducerEntry(pid)
-    if epoch != entry.epoch:
-        entry.last_data_offset = NO_OFFSET
-        entry.epoch = epoch
-    entry.last_data_offset = batch.last_offset
-    entry.last_timestamp = batch.max_timestamp
-    if batch.is_transactional and entry.current_txn_first_offset < 0:
+    entry = entries.setdefault(pid, ProducerEntry(pid))
+    entry.update_epoch(header.producer_epoch)
+    entry.last_data_offset = header.last_offset
+    entry.last_sequence = header.last_sequence
+    entry.offset_delta = header.last_offset_delta
+    entry.last_timestamp = header.max_timestamp
+    if header.is_transactional and entry.current_txn_first_offset < 0:
         entry.current_txn_first_offset = header.base_offset
 
 
@@ -97,8 +120,10 @@ def replay(entries: dict[int, ProducerEntry], batches: Iterable[FileBatch]) -> N
         apply_batch(entries, batch)
 
 
-def build_producer_table(log, now_ms: int, expiration_ms: int) -> ProducerTable:
-    """``log`` is a PartitionLog; reads its snapshots and replays headers after the newest one."""
+def build_producer_table(log, now_ms: int, expiration_ms: int | None) -> ProducerTable:
+    """``log`` is a PartitionLog; reads its snapshots and replays headers after the newest one.
+    Snapshot entries of producers expired at ``now_ms`` are skipped, as the broker's load does
+    (``expiration_ms=None`` keeps them all: the broker's in-memory table between expiry checks)."""
     leo = log.log_end_offset
     snapshots = sorted(
         (parsed.base_offset, path)
@@ -120,16 +145,10 @@ def build_producer_table(log, now_ms: int, expiration_ms: int) -> ProducerTable:
         except CorruptDataError:
             continue  # the broker deletes a corrupt snapshot and tries the next older one
         for s in loaded:
-            if s.current_txn_first_offset < 0 and now_ms - s.timestamp >= expiration_ms:
+            expired = expiration_ms is not None and now_ms - s.timestamp >= expiration_ms
+            if s.current_txn_first_offset < 0 and expired:
                 continue
-            entries[s.producer_id] = ProducerEntry(
-                s.producer_id,
-                s.epoch,
-                s.last_offset,
-                s.timestamp,
-                s.current_txn_first_offset,
-                s.coordinator_epoch,
-            )
+            entries[s.producer_id] = ProducerEntry.from_snapshot(s)
         start = offset
         source = f"snapshot {path.name} + replay"
         break

@@ -55,12 +55,12 @@ with ``delete`` in the policy, or a plan that deletes every non-empty segment, r
 from __future__ import annotations
 
 import os
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import checkpoints, fsutil, locks, record_batch
+from . import checkpoints, fsutil, locks
 from .config import LogConfig
-from .errors import CorruptDataError, SafetyGuardError, UsageError
+from .errors import SafetyGuardError, UsageError
 from .filenames import (
     DELETED_MARKER,
     INDEX_SUFFIX,
@@ -69,11 +69,11 @@ from .filenames import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     TopicPartition,
-    parse_segment_file,
     segment_file,
 )
 from .partition_log import PartitionLog
-from .producer_snapshot import ProducerSnapshotEntry, read_producer_snapshot, write_producer_snapshot
+from .producer_snapshot import write_producer_snapshot
+from .producer_state import build_producer_table
 
 RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"
@@ -317,7 +317,8 @@ def _roll(log: PartitionLog, base: int) -> bool:
     snapshot = segment_file(directory, base, SNAPSHOT_SUFFIX)
     written = False
     if not snapshot.exists():  # ProducerStateManager.takeSnapshot skips an offset already snapshotted
-        write_producer_snapshot(snapshot, _producer_state_at_end(log))
+        # The broker's in-memory table at the LEO: nothing expired is dropped between its expiry checks.
+        write_producer_snapshot(snapshot, build_producer_table(log, 0, None).snapshot_entries())
         written = True
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # .log last: see the module docstring
         path = segment_file(directory, base, suffix)
@@ -351,83 +352,6 @@ def _truncate_leader_epochs(directory: Path, log_start: int) -> bool:
         return False
     checkpoints.write_leader_epoch_checkpoint(path, truncated)
     return True
-
-
-# ============================================================================================ producer state
-@dataclass(slots=True)
-class _Producer:
-    """ProducerStateEntry as a snapshot records it (the last batch only); fields in snapshot order."""
-
-    producer_id: int
-    epoch: int = -1
-    last_sequence: int = -1
-    last_offset: int = -1
-    offset_delta: int = 0
-    timestamp: int = -1
-    coordinator_epoch: int = -1
-    current_txn_first_offset: int = -1
-
-    def update_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:  # maybeUpdateProducerEpoch: a new epoch forgets the batches
-            self.epoch, self.last_sequence, self.last_offset, self.offset_delta = epoch, -1, -1, 0
-
-
-def _producer_state_at_end(log: PartitionLog) -> list[ProducerSnapshotEntry]:
-    """The producer table at the LEO: newest readable snapshot up to it, plus a header replay."""
-    leo, log_start = log.log_end_offset, log.log_start_offset
-    snapshots = sorted(
-        (parsed.base_offset, path)
-        for path in log.directory.iterdir()
-        if (parsed := parse_segment_file(path.name))
-        and parsed.suffix == SNAPSHOT_SUFFIX
-        and not parsed.marker
-    )
-    if not snapshots and log.clean_shutdown:
-        return []  # the broker starts with an empty table then
-    table: dict[int, _Producer] = {}
-    start = log_start
-    for offset, path in reversed(snapshots):
-        if not log_start < offset <= leo:
-            continue
-        try:
-            loaded = read_producer_snapshot(path)
-        except CorruptDataError:
-            continue  # the broker deletes a corrupt snapshot and tries the next older one
-        table = {e.producer_id: _Producer(*astuple(e)) for e in loaded}
-        start = offset
-        break
-    for segment in log.segments_from(start):
-        position = segment.lookup_position(start) if segment.base_offset < start else 0
-        for batch in segment.header_scan(position):
-            if batch.last_offset >= start and batch.producer_id >= 0:
-                _replay(table, batch)
-    return [ProducerSnapshotEntry(*astuple(p)) for p in table.values()]
-
-
-def _replay(table: dict[int, _Producer], batch) -> None:
-    """ProducerAppendInfo.append for one v2 batch (data batch or transaction marker)."""
-    header = batch.header
-    producer = table.setdefault(batch.producer_id, _Producer(batch.producer_id))
-    if batch.is_control:
-        records = batch.records()
-        if not records:
-            return  # an empty control batch left by the cleaner changes nothing
-        marker = record_batch.decode_control_record(records[0])
-        if marker.type not in (record_batch.CONTROL_ABORT, record_batch.CONTROL_COMMIT):
-            return
-        producer.update_epoch(header.producer_epoch)
-        producer.current_txn_first_offset = -1
-        if marker.coordinator_epoch is not None:
-            producer.coordinator_epoch = marker.coordinator_epoch
-        producer.timestamp = header.max_timestamp
-        return
-    producer.update_epoch(header.producer_epoch)
-    producer.last_sequence = header.last_sequence
-    producer.last_offset = header.last_offset
-    producer.offset_delta = header.last_offset_delta
-    producer.timestamp = header.max_timestamp
-    if header.is_transactional and producer.current_txn_first_offset < 0:
-        producer.current_txn_first_offset = header.base_offset
 
 
 # ============================================================================================ log-dir files
