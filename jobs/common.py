@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from kafka_log_core import locks
 from kafka_log_core.config import ConfigSet, load_config
@@ -24,6 +25,22 @@ from kafka_log_core.partition_log import LogDirState
 from kafka_log_core.tasks import JobOptions, PartitionTask
 
 DEFAULT_CONF_DIR = Path("conf")
+
+
+def result_schema(*columns: tuple[str, object]) -> StructType:
+    """A job's result table: which partition, its status and why, the job's own nullable ``columns``
+    (name, Spark type), and how long it took."""
+    return StructType(
+        [
+            StructField("log_dir", StringType(), False),
+            StructField("topic", StringType(), False),
+            StructField("partition", IntegerType(), False),
+            StructField("status", StringType(), False),
+            StructField("reason", StringType(), True),
+            *(StructField(name, kind, True) for name, kind in columns),
+            StructField("duration_ms", LongType(), True),
+        ]
+    )
 
 
 def shared_options(func: Callable) -> Callable:

@@ -10,29 +10,21 @@ import functools
 import sys
 
 import click
-from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, LongType
 
 from jobs import common
 from kafka_log_core.tasks import COMPACT_ROW, compact_partition
 
-SCHEMA = StructType(
-    [
-        StructField("log_dir", StringType(), False),
-        StructField("topic", StringType(), False),
-        StructField("partition", IntegerType(), False),
-        StructField("status", StringType(), False),
-        StructField("reason", StringType(), True),
-        StructField("dirty_ratio", DoubleType(), True),
-        StructField("first_dirty_offset", LongType(), True),
-        StructField("first_uncleanable_offset", LongType(), True),
-        StructField("bytes_before", LongType(), True),
-        StructField("bytes_after", LongType(), True),
-        StructField("records_before", LongType(), True),
-        StructField("records_after", LongType(), True),
-        StructField("tombstones_removed", LongType(), True),
-        StructField("map_utilization", DoubleType(), True),
-        StructField("duration_ms", LongType(), True),
-    ]
+SCHEMA = common.result_schema(
+    ("dirty_ratio", DoubleType()),
+    ("first_dirty_offset", LongType()),
+    ("first_uncleanable_offset", LongType()),
+    ("bytes_before", LongType()),
+    ("bytes_after", LongType()),
+    ("records_before", LongType()),
+    ("records_after", LongType()),
+    ("tombstones_removed", LongType()),
+    ("map_utilization", DoubleType()),
 )
 COLUMNS = [f.name for f in SCHEMA.fields]
 

@@ -11,24 +11,16 @@ import re
 import sys
 
 import click
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType
 
 from jobs import common
 from kafka_log_core.tasks import RETAIN_ROW, retain_partition
 
-SCHEMA = StructType(
-    [
-        StructField("log_dir", StringType(), False),
-        StructField("topic", StringType(), False),
-        StructField("partition", IntegerType(), False),
-        StructField("status", StringType(), False),
-        StructField("reason", StringType(), True),
-        StructField("segments_deleted", LongType(), True),
-        StructField("bytes_deleted", LongType(), True),
-        StructField("log_start_offset_before", LongType(), True),
-        StructField("log_start_offset_after", LongType(), True),
-        StructField("duration_ms", LongType(), True),
-    ]
+SCHEMA = common.result_schema(
+    ("segments_deleted", LongType()),
+    ("bytes_deleted", LongType()),
+    ("log_start_offset_before", LongType()),
+    ("log_start_offset_after", LongType()),
 )
 COLUMNS = [f.name for f in SCHEMA.fields]
 _LSO = re.compile(r"(?P<topic>.+):(?P<partition>\d+)=(?P<offset>\d+)")
