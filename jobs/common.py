@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType
 
 from kafka_log_core import locks
 from kafka_log_core.config import ConfigSet, load_config
@@ -27,7 +27,7 @@ from kafka_log_core.tasks import JobOptions, PartitionTask
 DEFAULT_CONF_DIR = Path("conf")
 
 
-def result_schema(*columns: tuple[str, object]) -> StructType:
+def result_schema(*columns: tuple[str, DataType]) -> StructType:
     """A job's result table: which partition, its status and why, the job's own nullable ``columns``
     (name, Spark type), and how long it took."""
     return StructType(

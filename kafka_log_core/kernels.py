@@ -1,4 +1,4 @@
-"""The hot loops, compiled once with numba: batch-header scanning, record walking (varints, key
+"""The hot loops, compiled once with numba: record walking (varints, key
 extraction), MD5 key digests and the cleaner's offset map. Everything around them stays plain Python.
 
 Inputs are ``numpy.uint8`` arrays over the bytes of a ``.log`` file or of a decompressed record
@@ -21,8 +21,6 @@ ERR_RECORD_LENGTH = 2
 ERR_FIELD_OVERRUN = 3
 ERR_HEADER_COUNT = 4
 ERR_LEFTOVER = 5
-ERR_SIZE_TOO_SMALL = 6
-ERR_BAD_MAGIC = 7
 ERR_NULL_HEADER_KEY = 8
 
 ERROR_TEXT = {
@@ -31,8 +29,6 @@ ERROR_TEXT = {
     ERR_FIELD_OVERRUN: "record field overruns its record",
     ERR_HEADER_COUNT: "invalid header count",
     ERR_LEFTOVER: "record length does not match its fields, or bytes are left over after the last record",
-    ERR_SIZE_TOO_SMALL: "record size is smaller than the minimum record overhead (14)",
-    ERR_BAD_MAGIC: "unknown magic byte (expected 0, 1 or 2)",
     ERR_NULL_HEADER_KEY: "null header key",
 }
 
@@ -59,58 +55,6 @@ def _i16(b, p):
     if v >= 0x8000:
         v -= 0x10000
     return v
-
-
-@njit(cache=True)
-def scan_batches(buf, start, end):
-    """Walk batch headers from ``start``. Returns (n, table, err, err_pos) where ``table`` is an int64
-    array (n, 11): position, size_in_bytes, magic, base_offset(v2)/offset(legacy), last_offset_delta,
-    attributes, max_timestamp, producer_id, producer_epoch, records_count, partition_leader_epoch.
-    A trailing partial batch ends the scan (its position is the returned ``stop``)."""
-    cap = 1024
-    table = np.empty((cap, 11), dtype=np.int64)
-    n = 0
-    pos = start
-    while pos + 17 < end:
-        size = _i32(buf, pos + 8)
-        if size < 14:
-            return n, table[:n], ERR_SIZE_TOO_SMALL, pos
-        if pos + 12 + size > end:
-            break
-        magic = np.int64(buf[pos + 16])
-        if n == cap:
-            cap *= 2
-            bigger = np.empty((cap, 11), dtype=np.int64)
-            bigger[:n] = table[:n]
-            table = bigger
-        row = table[n]
-        row[0] = pos
-        row[1] = 12 + size
-        row[2] = magic
-        row[3] = _i64(buf, pos)
-        if magic == 2:
-            if size + 12 < 61:
-                return n, table[:n], ERR_SIZE_TOO_SMALL, pos
-            row[4] = _i32(buf, pos + 23)
-            row[5] = _i16(buf, pos + 21)
-            row[6] = _i64(buf, pos + 35)
-            row[7] = _i64(buf, pos + 43)
-            row[8] = _i16(buf, pos + 51)
-            row[9] = _i32(buf, pos + 57)
-            row[10] = _i32(buf, pos + 12)
-        elif magic == 0 or magic == 1:
-            row[4] = 0
-            row[5] = np.int64(buf[pos + 17 + 4])
-            row[6] = _i64(buf, pos + 22) if magic == 1 and size >= 22 else -1
-            row[7] = -1
-            row[8] = -1
-            row[9] = 1
-            row[10] = -1
-        else:
-            return n, table[:n], ERR_BAD_MAGIC, pos
-        n += 1
-        pos += 12 + size
-    return n, table[:n], OK, pos
 
 
 @njit(cache=True, inline="always")
@@ -407,36 +351,30 @@ def map_put_many(keys_hi, keys_lo, offs, hi, lo, offsets, n_used, capacity, mask
     return hi.shape[0], n_used, last_put
 
 
+@njit(cache=True, inline="always")
+def _map_find(keys_hi, keys_lo, offs, digest_hi, digest_lo):
+    """Latest offset stored for (digest_hi, digest_lo), or -1."""
+    slots = keys_hi.shape[0]
+    s = _slot(digest_hi, digest_lo, slots)
+    for _ in range(slots):
+        if offs[s] == 0:
+            return np.int64(-1)
+        if keys_hi[s] == digest_hi and keys_lo[s] == digest_lo:
+            return offs[s] - 1
+        s += 1
+        if s == slots:
+            s = 0
+    return np.int64(-1)
+
+
 @njit(cache=True)
 def map_get_many(keys_hi, keys_lo, offs, hi, lo, mask):
     """Latest offset for each key (``-1`` when absent or masked out)."""
-    slots = keys_hi.shape[0]
     out = np.full(hi.shape[0], -1, dtype=np.int64)
     for i in range(hi.shape[0]):
-        if not mask[i]:
-            continue
-        s = _slot(hi[i], lo[i], slots)
-        for _ in range(slots):
-            if offs[s] == 0:
-                break
-            if keys_hi[s] == hi[i] and keys_lo[s] == lo[i]:
-                out[i] = offs[s] - 1
-                break
-            s += 1
-            if s == slots:
-                s = 0
+        if mask[i]:
+            out[i] = _map_find(keys_hi, keys_lo, offs, hi[i], lo[i])
     return out
-
-
-@njit(cache=True)
-def copy_ranges(src, starts, ends, out):
-    """Concatenate ``src[starts[i]:ends[i]]`` into ``out``; returns bytes written."""
-    w = 0
-    for i in range(starts.shape[0]):
-        n = ends[i] - starts[i]
-        out[w : w + n] = src[starts[i] : ends[i]]
-        w += n
-    return w
 
 
 @njit(cache=True, inline="always")
@@ -503,7 +441,6 @@ def decide_keep(
     kept = tombs = kept_tombs = 0
     first_ts = np.int64(-1)
     max_ts = np.int64(-1)
-    slots = keys_hi.shape[0]
     for i in range(n):
         tomb = value_null[i]
         if tomb:
@@ -515,17 +452,7 @@ def decide_keep(
         elif key_len[i] < 0:
             k = False
         else:
-            found = np.int64(-1)
-            s = _slot(hi[i], lo[i], slots)
-            for _ in range(slots):
-                if offs[s] == 0:
-                    break
-                if keys_hi[s] == hi[i] and keys_lo[s] == lo[i]:
-                    found = offs[s] - 1
-                    break
-                s += 1
-                if s == slots:
-                    s = 0
+            found = _map_find(keys_hi, keys_lo, offs, hi[i], lo[i])
             k = offsets[i] >= found and (not tomb or retain_deletes)
         if k:
             keep[i] = True

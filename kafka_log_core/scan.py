@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import compression, kernels, legacy_records, record_batch
+from . import compression, kernels, record_batch
 from .errors import CorruptRecordError
 from .log_file import FileBatch
 from .record_batch import BatchHeader
@@ -121,7 +121,3 @@ def _legacy_table(batch: FileBatch, hashes=None) -> RecordTable:
         timestamps=np.array([r.timestamp for r in records], dtype=np.int64),
         legacy=tuple(records),
     )
-
-
-def legacy_magic(batch: FileBatch) -> int:
-    return batch.header.magic if isinstance(batch.header, legacy_records.LegacyRecord) else 2
