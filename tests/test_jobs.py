@@ -165,7 +165,12 @@ def test_retain_job_deletes_by_time_and_moves_the_log_start_offset(spark, tmp_pa
         0,
         {0: [batch(0, [("k", "old")], ts=NOW - 10 * day)], 1: [batch(1, [("k", "new")], ts=NOW - 1000)]},
     )
-    result = _invoke(retain.command, ["--log-dir", str(tmp_path), "--now-ms", str(NOW), "--output", "json"])
+    args = ["--log-dir", str(tmp_path), "--now-ms", str(NOW), "--output", "json"]
+    refused = _invoke(retain.command, args)  # no metadata log, no topic file: the settings are unknown
+    assert refused.exit_code == 1
+    assert json.loads(refused.stdout)[0]["status"] == "failed"
+    assert len(read_records(tmp_path / "clicks-0")) == 2
+    result = _invoke(retain.command, [*args, "--assume-broker-defaults"])  # Kafka's 7 days
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
     assert (row["status"], row["segments_deleted"], row["log_start_offset_after"]) == ("deleted", 1, 1)
@@ -186,6 +191,7 @@ def test_retain_guard_refuses_short_retention_without_force(spark, tmp_path):
         "json",
         "--set",
         "retention.ms=60000",
+        "--assume-broker-defaults",
     ]
     result = _invoke(retain.command, args)
     assert result.exit_code == 1
@@ -216,6 +222,7 @@ def test_log_start_offset_option_is_offline_delete_records(spark, tmp_path):
             "t:0=2",
             "--set",
             "retention.ms=-1",
+            "--assume-broker-defaults",
         ],
     )
     (row,) = json.loads(result.stdout)
