@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -281,11 +282,12 @@ class _Replay:
             self.image.apply(record)
 
 
-def _read_file(path: Path, replay: _Replay, start: int, *, strict: bool) -> int:
-    """Replay the records at offsets >= ``start`` of one file; returns the next offset after its last batch."""
-    next_offset = start
+def iter_records(
+    path: str | os.PathLike[str], start: int = 0, *, strict: bool = True
+) -> Iterator[tuple[int, MetadataRecord]]:
+    """(offset, record) of every metadata record at offset >= ``start`` in one snapshot or log segment,
+    control batches skipped; each batch's CRC is checked. ``strict=False`` ignores a partial last batch."""
     for batch in iter_file_batches(path, strict=strict):
-        next_offset = max(next_offset, batch.next_offset)
         if batch.last_offset < start or batch.is_control:
             continue
         batch.verify()
@@ -296,13 +298,22 @@ def _read_file(path: Path, replay: _Replay, start: int, *, strict: bool) -> int:
             if rec.value is None:
                 raise CorruptMetadataError(f"{where}: null value", path, batch.position)
             try:
-                decoded = decode_record(rec.value)
-                replay.feed(decoded)
+                yield rec.offset, decode_record(rec.value)
             except CorruptDataError as err:
                 raise CorruptMetadataError(f"{where}: {err.detail}", path, batch.position) from err
-            except ValueError as err:
-                raise CorruptMetadataError(f"{where}: {err}", path, batch.position) from err
-            replay.count += 1
+
+
+def _read_file(path: Path, replay: _Replay, start: int, *, strict: bool) -> int:
+    """Replay the records at offsets >= ``start`` of one file; returns the next offset after its last batch."""
+    next_offset = start
+    for batch in iter_file_batches(path, strict=strict):
+        next_offset = max(next_offset, batch.next_offset)
+    for offset, record in iter_records(path, start, strict=strict):
+        try:
+            replay.feed(record)
+        except ValueError as err:
+            raise CorruptMetadataError(f"metadata record at offset {offset}: {err}", path) from err
+        replay.count += 1
     return next_offset
 
 
