@@ -302,7 +302,7 @@ def run_kafka_configs(
 # The broker process
 # --------------------------------------------------------------------------------------------------
 
-_START_TIMES: list[float] = []
+_START_TIMES: list[tuple[str, float]] = []
 _LIVE_BROKERS: set[KafkaBroker] = set()
 
 
@@ -326,7 +326,11 @@ def _port_answers(port: int) -> bool:
 
 
 def _random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """Like Kafka's Uuid.randomUuid: never starting with '-' (the tools would read it as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 class KafkaBroker:
@@ -471,7 +475,7 @@ class KafkaBroker:
             raise
         took = time.monotonic() - started
         self.start_seconds.append(took)
-        _START_TIMES.append(took)
+        _START_TIMES.append((self.release.version, took))
         print(
             f"[kafka-harness] Kafka {self.release.version} broker on {self.bootstrap} started in {took:.1f}s "
             f"(format {formatted - started:.1f}s; log dir {self.log_dir})"
@@ -1070,5 +1074,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_terminal_summary(terminalreporter) -> None:
     if _START_TIMES:
-        times = ", ".join(f"{t:.1f}s" for t in _START_TIMES)
-        terminalreporter.write_line(f"kafka-harness: Kafka {KAFKA_VERSION} broker starts: {times}")
+        times = ", ".join(f"{version} {t:.1f}s" for version, t in _START_TIMES)
+        terminalreporter.write_line(f"kafka-harness: Kafka broker starts: {times}")
