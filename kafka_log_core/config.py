@@ -891,6 +891,13 @@ class _Loader:
             own = layers.get(topic, {}) | self.all_topics
             assumed = topic not in known and assume_broker_defaults
             try:
+                for name, (
+                    value,
+                    source,
+                ) in own.items():  # this release's bounds (Kafka's internal topics too)
+                    key = topic_key(name, self.version)
+                    if key is not None:
+                        _check_value(key, value, _fixed(source))
                 merged = base | own
                 config = _log_config(merged)
                 error = self.topic_errors.get(topic)
@@ -907,6 +914,10 @@ class _Loader:
             broker, default, tuple(topics), tuple(self.ignored), _sources(default_settings),
             frozenset(self.all_topics), known, assume_broker_defaults, cluster,
         )  # fmt: skip
+
+
+def _fixed(source: str) -> Callable[[str], str]:
+    return lambda _: source
 
 
 def _effective(settings: Mapping[str, Setting]) -> dict[str, Setting]:
