@@ -711,6 +711,7 @@ class ConfigSet:
     known_topics: frozenset[str] | None = None  # topics whose settings are known; None: every topic
     assume_broker_defaults: bool = False  # the others get the broker defaults as if known
     cluster: ClusterView | None = None  # the cluster metadata's topics, for the partition-directory check
+    metadata_problem: str | None = None  # why the log dir's metadata log could not be read
     _index: dict[str, TopicSettings] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import kafka_version as kv
@@ -153,9 +153,11 @@ def resolve_log_dir_configs(
                 conf_dir, config_files, topic_configs, sets, version=version, metadata=metadata,
                 node_id=node_id, assume_broker_defaults=assume_broker_defaults,
             )  # fmt: skip
-        out[os.fspath(given)] = LogDirConfig(
-            built[key], version, why, metadata, chosen.error if chosen else None, meta
-        )
+        configs = built[key]
+        error = chosen.error if chosen else None
+        if error is not None:
+            configs = replace(configs, metadata_problem=f"the cluster metadata log is unreadable ({error})")
+        out[os.fspath(given)] = LogDirConfig(configs, version, why, metadata, error, meta)
     return out
 
 

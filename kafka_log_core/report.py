@@ -103,7 +103,7 @@ def report_partition(
         )
         if settings.unknown("cleanup.policy"):
             row["compact_reason"] = unknown_settings_reason(
-                task.topic, ["cleanup.policy"], "the compact job refuses it"
+                task.topic, ["cleanup.policy"], "the compact job refuses it", cs
             )
         elif cfg.compact:
             producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
@@ -131,7 +131,7 @@ def report_partition(
         unknown = retention_settings_unknown(settings)
         if unknown:
             row["retention_reason"] = unknown_settings_reason(
-                task.topic, unknown, "the retain job refuses it"
+                task.topic, unknown, "the retain job refuses it", cs
             )
         else:
             row.update(retention_figures(log, cfg, cs, opts))

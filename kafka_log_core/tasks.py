@@ -80,12 +80,13 @@ def stray_reason(task: PartitionTask, configs: ConfigSet) -> str | None:
 UNKNOWN_SETTINGS = "no configuration known for topic "
 
 
-def unknown_settings_reason(topic: str, names: list[str], consequence: str) -> str:
+def unknown_settings_reason(topic: str, names: list[str], consequence: str, configs: ConfigSet) -> str:
     """The one line for a topic whose deciding settings would be guesses."""
+    metadata = configs.metadata_problem or "no cluster metadata log lists the topic"
     return (
-        f"{UNKNOWN_SETTINGS}{topic} ({', '.join(names)} unknown: no cluster metadata log "
-        f"lists the topic, and no conf/topics/{topic}.properties or --topic-config {topic}:KEY=VALUE names "
-        f"it): {consequence}; tell it with a topic file, --topic-config, or --assume-broker-defaults"
+        f"{UNKNOWN_SETTINGS}{topic} ({', '.join(names)} unknown: {metadata}, and no "
+        f"conf/topics/{topic}.properties or --topic-config {topic}:KEY=VALUE names it): {consequence}; "
+        "tell it with a topic file, --topic-config, or --assume-broker-defaults"
     )
 
 
@@ -194,7 +195,8 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
         if settings.unknown("cleanup.policy"):
             consequence = "not compacted (it may not be a compacted topic)"
             row.update(
-                status="failed", reason=unknown_settings_reason(task.topic, ["cleanup.policy"], consequence)
+                status="failed",
+                reason=unknown_settings_reason(task.topic, ["cleanup.policy"], consequence, cs),
             )
             return
         if not cfg.compact:
@@ -289,7 +291,7 @@ def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) ->
         unknown = retention_settings_unknown(settings)
         if unknown:
             consequence = "nothing deleted (retention would delete by a guessed setting)"
-            row.update(status="failed", reason=unknown_settings_reason(task.topic, unknown, consequence))
+            row.update(status="failed", reason=unknown_settings_reason(task.topic, unknown, consequence, cs))
             return
         override = next(
             (o for t, p, o in opts.log_start_offsets if t == task.topic and p == task.partition), None

@@ -297,6 +297,7 @@ def test_an_unreadable_metadata_log_leaves_every_topic_unknown(tmp_path):
     assert "00000000000000000000.log at position 0" in resolved.metadata_error
     assert not resolved.configs.settings("orders").known
     assert resolved.configs.settings("__consumer_offsets").known
+    assert resolved.configs.metadata_problem.startswith("the cluster metadata log is unreadable (")
 
 
 def test_a_zookeeper_era_log_dir_takes_3x_segment_sizes(tmp_path):
