@@ -892,10 +892,8 @@ class _Loader:
             own = layers.get(topic, {}) | self.all_topics
             assumed = topic not in known and assume_broker_defaults
             try:
-                for name, (
-                    value,
-                    source,
-                ) in own.items():  # this release's bounds (Kafka's internal topics too)
+                # this release's bounds for every topic-level value, Kafka's internal topics' included
+                for name, (value, source) in own.items():
                     key = topic_key(name, self.version)
                     if key is not None:
                         _check_value(key, value, _fixed(source))
