@@ -247,9 +247,19 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
         _delete_topic(boot, "recreated")
         create_topic(boot, "recreated", 1, {"cleanup.policy": "delete", "retention.ms": "7200000"})
         produce(boot, "recreated", [SentRecord(b"n", b"new", (), now, 0)])
-        time.sleep(1.0)  # dynamic configs reach the broker's config cache asynchronously
-        for topic in ("compacted", "events", "sized", "recreated", "filler-00"):
-            result.described[topic] = describe_topic_configs(boot, topic)
+        deadline = time.monotonic() + 30  # dynamic configs reach the broker's config cache asynchronously
+        while True:
+            result.described = {
+                topic: describe_topic_configs(boot, topic)
+                for topic in ("compacted", "events", "sized", "recreated", "filler-00")
+            }
+            events = result.described["events"]
+            if events["retention.ms"][1] == "DYNAMIC_DEFAULT_BROKER_CONFIG" and (
+                events["delete.retention.ms"][1] == "DYNAMIC_BROKER_CONFIG"
+            ):
+                break
+            assert time.monotonic() < deadline, f"dynamic configs not applied: {events}"
+            time.sleep(0.2)
         timings["configs altered and described"] = time.monotonic() - t
         source.stop()
 
