@@ -62,10 +62,10 @@ def _candidates(log_dirs: Sequence[Path], metadata_dirs: Sequence[Path]) -> list
     found: list[_Candidate] = []
     for d in [*log_dirs, *metadata_dirs]:
         path = d if d.name == METADATA_LOG_DIR and d.is_dir() else find_metadata_log(d)
-        if path is None or any(c.path == path for c in found):
+        if path is None or any(c.path == path.resolve() for c in found):
             continue
-        meta, _ = _meta(path.parent)
         path = path.resolve()
+        meta, _ = _meta(path.parent)
         candidate = _Candidate(path, meta.cluster_id if meta else None)
         try:
             candidate.metadata = read_cluster_metadata(path)
