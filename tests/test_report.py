@@ -341,7 +341,8 @@ def test_html_report_renders_in_headless_chromium(spark, tmp_path):
     )
     page = tmp_path / "report.html"
     result = _invoke(report.command, "--log-dir", logs, "--now-ms", NOW, "--out", page,
-                     "--topic-config", "orders:cleanup.policy=compact,delete")  # fmt: skip
+                     "--topic-config", "orders:cleanup.policy=compact,delete",
+                     "--topic-config", "clicks:retention.ms=604800000")  # fmt: skip
     assert result.exit_code == 0, result.output
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1100,2200"]  # fmt: skip
