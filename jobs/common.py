@@ -18,11 +18,12 @@ import click
 from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType
 
 from kafka_log_core import locks
-from kafka_log_core.config import ConfigSet, load_config
+from kafka_log_core.config import ConfigSet
 from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.filenames import list_partition_dirs
+from kafka_log_core.log_dir_config import describe, resolve_log_dir_configs
 from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.tasks import JobOptions, PartitionTask
+from kafka_log_core.tasks import UNKNOWN_SETTINGS, JobOptions, PartitionTask
 
 DEFAULT_CONF_DIR = Path("conf")
 
@@ -83,6 +84,26 @@ def shared_options(func: Callable) -> Callable:
             multiple=True,
             metavar="KEY=VALUE",
             help="Override on top of everything (broker- or topic-level name; repeatable).",
+        ),
+        click.option(
+            "--kafka-version",
+            default=None,
+            metavar="X.Y[.Z]",
+            help="The Kafka release whose rules apply when the log dir does not say (metadata.version), "
+            "or a later patch or release than it says.",
+        ),
+        click.option(
+            "--assume-broker-defaults",
+            is_flag=True,
+            help="Give topics with no known configuration (no metadata log, topic file or --topic-config) the "
+            "broker defaults instead of refusing to act on them.",
+        ),
+        click.option(
+            "--metadata-log-dir",
+            "metadata_log_dirs",
+            multiple=True,
+            type=click.Path(file_okay=False),
+            help="A log dir holding the cluster's __cluster_metadata-0, when none of the --log-dir does.",
         ),
         click.option("--now-ms", type=int, default=None, help="The time the rules use (default: the clock)."),
         click.option(
@@ -157,12 +178,38 @@ def _dir_row(log_dir: str, reason: str, topic: str = "", partition: int = -1) ->
     return {"log_dir": log_dir, "topic": topic, "partition": partition, "status": "failed", "reason": reason}
 
 
-def load_configs(conf_dir, config_files, topic_configs, sets) -> ConfigSet:
+def load_configs(
+    log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version=None, assume_broker_defaults=False,
+    metadata_log_dirs=(),
+) -> dict[str, ConfigSet]:  # fmt: skip
+    """Each log dir's configuration (its cluster metadata, Kafka release, and the user's files and flags);
+    says on stderr where the settings come from."""
     conf = Path(conf_dir) if conf_dir else (DEFAULT_CONF_DIR if DEFAULT_CONF_DIR.is_dir() else None)
     try:
-        return load_config(conf, list(config_files), list(topic_configs), list(sets))
+        resolved = resolve_log_dir_configs(
+            list(log_dirs), conf_dir=conf, config_files=list(config_files), topic_configs=list(topic_configs),
+            sets=list(sets), kafka_version=kafka_version, assume_broker_defaults=assume_broker_defaults,
+            metadata_log_dirs=list(metadata_log_dirs),
+        )  # fmt: skip
     except KafkaLogError as err:
         raise click.UsageError(str(err)) from err
+    for log_dir, config in resolved.items():
+        for line in describe(log_dir, config):
+            tell(line)
+    return {log_dir: config.configs for log_dir, config in resolved.items()}
+
+
+def tell(line: str) -> None:
+    """A note for the user on stderr -- unless stderr is merged into a stdout that is not a terminal
+    (spark-submit runs the driver that way), where it would corrupt the JSON result; the result rows carry
+    the same facts."""
+    try:
+        out, err = os.fstat(1), os.fstat(2)
+        merged = (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino) and not os.isatty(1)
+    except OSError:
+        merged = False
+    if not merged:
+        click.echo(line, err=True)
 
 
 def spark_session(master: str | None, app: str):
@@ -201,10 +248,16 @@ def run_job(
     failed row for whatever could not even be listed, and sort the rows."""
     listing = list_tasks(log_dirs, topic_regex, writing=writing)
     for note in listing.notes:
-        click.echo(note, err=True)
+        tell(note)
     rows = run_distributed(spark, listing.tasks, fn)
     rows += [dict(row_defaults, **r) for r in listing.failed]
     rows.sort(key=order)
+    said = set()
+    for row in rows:  # one line per topic whose deciding settings are unknown
+        reason = row.get("reason") or ""
+        if row.get("status") == "failed" and reason.startswith(UNKNOWN_SETTINGS) and row["topic"] not in said:
+            said.add(row["topic"])
+            tell(f"{row['log_dir']}: {reason}")
     return rows
 
 

@@ -10,12 +10,13 @@ import functools
 import sys
 
 import click
-from pyspark.sql.types import DoubleType, LongType
+from pyspark.sql.types import DoubleType, LongType, StringType
 
 from jobs import common
 from kafka_log_core.tasks import COMPACT_ROW, compact_partition
 
 SCHEMA = common.result_schema(
+    ("settings", StringType()),
     ("dirty_ratio", DoubleType()),
     ("first_dirty_offset", LongType()),
     ("first_uncleanable_offset", LongType()),
@@ -40,10 +41,14 @@ def run(spark, log_dirs, topic_regex, configs, opts) -> list[dict]:
 @click.command("compact")
 @common.shared_options
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan, change nothing.")
-def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, now_ms, require_high_watermark,
-            output, report_path, master, dry_run):  # fmt: skip
+def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
+            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, output, report_path, master,
+            dry_run):  # fmt: skip
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
-    configs = common.load_configs(conf_dir, config_files, topic_configs, sets)
+    configs = common.load_configs(
+        log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
+        metadata_log_dirs,
+    )  # fmt: skip
     opts = common.job_options(now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark)
     spark = common.spark_session(master, "kafka-log-jobs compact")
     rows = run(spark, log_dirs, topic_regex, configs, opts)

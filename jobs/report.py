@@ -40,12 +40,14 @@ SCHEMA = StructType(
         StructField("topic", StringType(), False),
         StructField("partition", IntegerType(), False),
         StructField("cleanup_policy", StringType(), True),
+        StructField("cleanup_policy_source", StringType(), True),
         StructField("segments", LongType(), True),
         StructField("total_bytes", LongType(), True),
         StructField("clean_bytes", LongType(), True),
         StructField("cleanable_bytes", LongType(), True),
         StructField("dirty_ratio", DoubleType(), True),
         StructField("min_cleanable_dirty_ratio", DoubleType(), True),
+        StructField("min_cleanable_dirty_ratio_source", StringType(), True),
         StructField("first_dirty_offset", LongType(), True),
         StructField("first_uncleanable_offset", LongType(), True),
         StructField("would_compact", BooleanType(), True),
@@ -56,6 +58,9 @@ SCHEMA = StructType(
         StructField("retention_reason", StringType(), True),
         StructField("retention_log_start_offset", LongType(), True),
         StructField("retention_ms", LongType(), True),
+        StructField("retention_ms_source", StringType(), True),
+        StructField("retention_bytes_setting", LongType(), True),
+        StructField("retention_bytes_source", StringType(), True),
         StructField("oldest_segment_age_ms", LongType(), True),
         StructField("reclaimable_bytes", LongType(), True),
         StructField("log_start_offset", LongType(), True),
@@ -233,13 +238,17 @@ def emit(spark, rows: list[dict], fmt: str, out: str | None, now_ms: int, title:
 @click.option(
     "--no-duplicate-share", is_flag=True, help="Skip counting duplicates (reads only batch headers)."
 )
-def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, now_ms, require_high_watermark,
-            output, report_path, master, fmt, out, no_duplicate_share):  # fmt: skip
+def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
+            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, output, report_path, master,
+            fmt, out, no_duplicate_share):  # fmt: skip
     """Show what compaction and retention would do, per partition, without changing anything."""
     fmt = fmt or output or format_of(out) or ("table" if sys.stdout.isatty() else "json")
     if fmt == "parquet" and not out:
         raise click.UsageError("--format parquet needs --out PATH")
-    configs = common.load_configs(conf_dir, config_files, topic_configs, sets)
+    configs = common.load_configs(
+        log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
+        metadata_log_dirs,
+    )  # fmt: skip
     opts = common.job_options(now_ms, dry_run=True, require_high_watermark=require_high_watermark)
     spark = common.spark_session(master, "kafka-log-jobs report")
     rows = run(spark, log_dirs, topic_regex, configs, opts, count_duplicates=not no_duplicate_share)

@@ -11,12 +11,13 @@ import re
 import sys
 
 import click
-from pyspark.sql.types import LongType
+from pyspark.sql.types import LongType, StringType
 
 from jobs import common
 from kafka_log_core.tasks import RETAIN_ROW, retain_partition
 
 SCHEMA = common.result_schema(
+    ("settings", StringType()),
     ("segments_deleted", LongType()),
     ("bytes_deleted", LongType()),
     ("log_start_offset_before", LongType()),
@@ -58,10 +59,14 @@ def run(spark, log_dirs, topic_regex, configs, opts) -> list[dict]:
     metavar="TOPIC:PARTITION=OFFSET",
     help="Advance a partition's log start offset (offline DeleteRecords; repeatable).",
 )
-def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, now_ms, require_high_watermark,
-            output, report_path, master, dry_run, force, log_start_offsets):  # fmt: skip
+def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
+            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, output, report_path, master,
+            dry_run, force, log_start_offsets):  # fmt: skip
     """Delete segments by retention.ms, retention.bytes and the log start offset, as the broker does."""
-    configs = common.load_configs(conf_dir, config_files, topic_configs, sets)
+    configs = common.load_configs(
+        log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
+        metadata_log_dirs,
+    )  # fmt: skip
     opts = common.job_options(
         now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, force=force,
         log_start_offsets=parse_log_start_offsets(log_start_offsets),

@@ -37,6 +37,7 @@ from .filenames import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
+from .kafka_version import keeps_last_batch_of_round
 from .legacy_records import LegacyRecord, encode_wrapper
 from .log_file import FileBatch
 from .offset_index import IndexBuilder
@@ -401,7 +402,7 @@ class _Round:
     offset_map: OffsetMap
     now_ms: int
     delete_retention_ms: int
-    upper_bound: int  # first uncleanable offset of the round
+    upper_bound: int  # first uncleanable offset of the round (-1: the release has no rule R2.2)
     active_producers: dict[int, LastRecord]
 
 
@@ -622,7 +623,8 @@ def clean_log(
         offset_map,
         now_ms,
         cfg.delete_retention_ms,
-        upper,
+        # Rule R2.2 (keep the round's last batch, as an empty batch if need be) exists only in some releases.
+        upper if keeps_last_batch_of_round(broker.kafka_version) else -1,
         producers.active(now_ms, broker.producer_id_expiration_ms),
     )
     tracker = TransactionTracker()

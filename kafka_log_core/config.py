@@ -1,26 +1,40 @@
 """Kafka's log, cleaner and retention settings: names, types, defaults, validators and layering.
 
-Kafka 4.x is the contract: the same names, defaults, validators and precedence. Everything is parsed
-and checked once, by ``load_config``, so a job fails before it touches a partition. The result is a
-frozen, picklable ``ConfigSet`` that the driver ships to the executors.
+Kafka is the contract: the same names, defaults, validators and precedence, for the Kafka release whose
+rules apply to the log dir (``kafka_version``: 3.6 to 4.3; what differs between them is listed there).
+Everything is parsed and checked once, by ``load_config``, so a job fails before it touches a partition.
+The result is a frozen, picklable ``ConfigSet`` that the driver ships to the executors.
 
-Layers, lowest first; a later layer wins setting by setting:
+Layers, lowest first; a later layer wins setting by setting (Kafka's precedence):
 
 1. Kafka's defaults (``TOPIC_KEYS``, ``BROKER_KEYS``).
 2. Broker properties: ``conf/*.properties`` in sorted file-name order, then each ``--config FILE`` in
-   the order given, then ``--set`` with a broker-level name. The files are merged name by name first
-   and Kafka's synonym precedence is applied to the merged result, as for one server.properties:
+   the order given; then the broker's dynamic configs from the cluster metadata log: the cluster-wide
+   default (resource ""), then this broker's own (resource "<node.id>"); then ``--set`` with a
+   broker-level name. The layers are merged name by name first and Kafka's synonym precedence is
+   applied to the merged result, as the broker does with its static and dynamic configs:
    ``log.retention.ms`` > ``log.retention.minutes`` > ``log.retention.hours``, ``log.roll.ms`` >
    ``log.roll.hours``, ``log.roll.jitter.ms`` > ``log.roll.jitter.hours``. (So ``log.retention.hours``
-   in a later file does not beat ``log.retention.ms`` in an earlier one; Kafka would not either.)
-3. The overrides Kafka puts on its internal topics when it creates them: ``__consumer_offsets`` and
-   ``__transaction_state`` are compacted (their ``segment.bytes`` come from ``offsets.topic.segment.bytes``
-   and ``transaction.state.log.segment.bytes``). Topic overrides live in the cluster metadata, which an
-   offline tool cannot read; this layer keeps a forgotten topic file from applying time retention to them.
-4. Per-topic overrides with topic-level names: ``conf/topics/<topic>.properties``, then each
-   ``--topic-config TOPIC:KEY=VALUE``.
-5. ``--set KEY=VALUE`` with a topic-level name: an override of that setting for every topic.
+   in a later file does not beat ``log.retention.ms`` in an earlier one; Kafka would not either.) Only
+   the settings Kafka can change dynamically (``DYNAMIC_BROKER_NAMES``) are taken from the metadata log.
+3. The topic's own settings (topic-level names), lowest first: what Kafka sets on its internal topics
+   when it creates them (``__consumer_offsets`` and ``__transaction_state`` compacted, with their own
+   ``segment.bytes``; ``__share_group_state`` from 4.0) -- used only when the metadata log is absent,
+   since otherwise it holds them; the topic's configs from the cluster metadata log; then
+   ``conf/topics/<topic>.properties``; then each ``--topic-config TOPIC:KEY=VALUE``.
+4. ``--set KEY=VALUE`` with a topic-level name: an override of that setting for every topic.
    ``compression.type`` is both a broker-level and a topic-level name; ``--set`` applies it as both.
+
+``internal.segment.bytes`` (4.1 and later): when a topic has it, it replaces ``segment.bytes`` as the
+segment size, as in Kafka's ``LogConfig.segmentSize()``.
+
+Known and unknown settings. A topic's settings are *known* when the cluster metadata log lists the topic,
+or a topic file or ``--topic-config`` names it, or it is one of Kafka's internal topics, or
+``--assume-broker-defaults`` was given. For any other topic (no metadata log, e.g. a ZooKeeper-era log
+dir), a setting that comes from below the topic layers (Kafka defaults, broker files, dynamic broker
+configs) is a guess: the topic may have had its own value. ``TopicSettings.unknown(name)`` says so, and
+the jobs refuse to act on a guessed setting that decides what gets deleted. A ``--set`` with a
+topic-level name is never a guess: it is the user's value for every topic.
 
 Names (the rule for what is read, ignored or refused):
 
@@ -35,6 +49,8 @@ Names (the rule for what is read, ignored or refused):
   Kafka topic settings the jobs do not need (``IGNORED_TOPIC_NAMES``) are ignored, except that
   ``remote.storage.enable=true`` is refused: tiered-storage topics need the remote copy state.
 * ``--set``: only names the jobs use; anything else is a ConfigError.
+* The metadata log: Kafka accepted what is there, so names the jobs do not use are ignored; a value
+  the jobs cannot accept (or a tiered-storage topic) makes that topic's rows fail, not the job.
 
 Values are parsed as Kafka's ``ConfigDef`` does: surrounding whitespace trimmed; int and long are
 decimal with an optional sign and must fit 32 / 64 bits; doubles in Java's decimal syntax; booleans
@@ -54,11 +70,14 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from kafka_log_core import kafka_version as kv
+from kafka_log_core.cluster_metadata import ClusterMetadata, ClusterView
 from kafka_log_core.errors import ConfigError
+from kafka_log_core.kafka_version import KafkaVersion
 
 Kind = Literal["int", "long", "double", "string", "list", "boolean"]
 
@@ -111,7 +130,7 @@ class OneOf:
 
 @dataclass(frozen=True, slots=True)
 class SubsetOf:
-    """A list whose every element is one of ``values``; the empty list is admitted (Kafka 4.x)."""
+    """A list whose every element is one of ``values``; the empty list is admitted (3.6 to 4.3 alike)."""
 
     values: tuple[str, ...]
 
@@ -145,7 +164,8 @@ def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
 # Topic-level settings (Kafka's LogConfig), in the order of LogConfig's fields.
 TOPIC_KEYS = _keys(
     ConfigKey("cleanup.policy", "list", frozenset({"delete"}), SubsetOf(CLEANUP_POLICIES)),
-    ConfigKey("segment.bytes", "int", 1024 * MiB, Range(1 * MiB)),  # minimum 1 MiB since 4.0 (KIP-1030)
+    # at least 14 before 4.1, at least 1 MiB from 4.1 (KAFKA-19080): the loader applies the release's bound
+    ConfigKey("segment.bytes", "int", 1024 * MiB, Range(kv.LEGACY_RECORD_OVERHEAD_V0)),
     ConfigKey("segment.ms", "long", 7 * DAY_MS, Range(1)),
     ConfigKey("segment.jitter.ms", "long", 0, Range(0)),
     ConfigKey("segment.index.bytes", "int", 10 * MiB, Range(4)),
@@ -207,7 +227,19 @@ BROKER_ONLY_KEYS = _keys(
     ConfigKey("producer.id.expiration.ms", "int", DAY_MS, Range(1)),
     ConfigKey("offsets.topic.segment.bytes", "int", 100 * MiB, Range(1)),
     ConfigKey("transaction.state.log.segment.bytes", "int", 100 * MiB, Range(1)),
+    ConfigKey("share.coordinator.state.topic.segment.bytes", "int", 100 * MiB, Range(1)),  # 4.0+
 )
+
+# Undocumented topic setting of Kafka 4.1 and later (no bounds): when set, the segment size.
+INTERNAL_SEGMENT_BYTES = ConfigKey("internal.segment.bytes", "int", None)
+
+# The broker settings Kafka lets one change at runtime (DynamicBrokerConfig.AllDynamicConfigs, the same
+# in 3.6 to 4.3): the only ones the metadata log's dynamic broker configs can set.
+_STATIC_ONLY = frozenset({
+    "log.roll.hours", "log.roll.jitter.hours", "log.retention.minutes", "log.retention.hours",
+    "log.cleaner.enable", "log.retention.check.interval.ms", "offsets.topic.segment.bytes",
+    "transaction.state.log.segment.bytes", "share.coordinator.state.topic.segment.bytes",
+})  # fmt: skip
 
 
 def _broker_keys() -> dict[str, ConfigKey]:
@@ -219,6 +251,25 @@ def _broker_keys() -> dict[str, ConfigKey]:
 
 
 BROKER_KEYS = _broker_keys()  # every broker-level name the jobs read
+DYNAMIC_BROKER_NAMES = frozenset(BROKER_KEYS) - _STATIC_ONLY
+
+
+def topic_key(name: str, version: KafkaVersion) -> ConfigKey | None:
+    """The topic-level setting ``name`` with the validator of ``version`` (None: not a topic setting there)."""
+    if name == "segment.bytes":
+        return replace(TOPIC_KEYS[name], validator=Range(kv.topic_segment_bytes_min(version)))
+    if name == INTERNAL_SEGMENT_BYTES.name:
+        return INTERNAL_SEGMENT_BYTES if kv.has_internal_segment_bytes(version) else None
+    return TOPIC_KEYS.get(name)
+
+
+def broker_key(name: str, version: KafkaVersion) -> ConfigKey | None:
+    """The broker-level setting ``name`` with the validator of ``version``."""
+    key = BROKER_KEYS.get(name)
+    if name == "log.segment.bytes" and key is not None:
+        return replace(key, validator=Range(kv.broker_segment_bytes_min(version)))
+    return key
+
 
 # Kafka 4.x settings that look like log settings but that the jobs do not need (accepted, ignored).
 IGNORED_BROKER_NAMES = frozenset({
@@ -251,7 +302,7 @@ _LOG_LIKE_PREFIXES = (
 )  # fmt: skip
 
 # Kafka's internal topics: what Kafka sets on them at creation (topic name -> setting -> value or the
-# broker setting that supplies it).
+# broker setting that supplies it), and from which release.
 INTERNAL_TOPIC_OVERRIDES: dict[str, dict[str, str | frozenset[str]]] = {
     "__consumer_offsets": {
         "cleanup.policy": frozenset({"compact"}),
@@ -263,8 +314,32 @@ INTERNAL_TOPIC_OVERRIDES: dict[str, dict[str, str | frozenset[str]]] = {
         "compression.type": "uncompressed",
         "segment.bytes": "transaction.state.log.segment.bytes",
     },
+    "__share_group_state": {
+        "cleanup.policy": frozenset({"delete"}),
+        "compression.type": "producer",
+        "segment.bytes": "share.coordinator.state.topic.segment.bytes",
+        "retention.ms": "-1",  # from 4.1; 4.0 left the broker default
+    },
 }
+
+
+def internal_topic_settings(topic: str, version: KafkaVersion) -> dict[str, str | frozenset[str]] | None:
+    """What Kafka ``version`` sets on internal topic ``topic`` when it creates it (None: not one)."""
+    settings = INTERNAL_TOPIC_OVERRIDES.get(topic)
+    if settings is None or (topic == "__share_group_state" and not kv.has_share_groups(version)):
+        return None
+    if topic == "__share_group_state" and not version.at_least(4, 1):
+        settings = {k: v for k, v in settings.items() if k != "retention.ms"}
+    return settings
+
+
 KAFKA_DEFAULT = "Kafka default"
+METADATA_LOG = "metadata log"  # a topic's config in the cluster metadata log
+METADATA_CLUSTER_DEFAULT = "metadata log: dynamic cluster-wide broker default"
+
+
+def metadata_broker_source(node_id: int | str) -> str:
+    return f"metadata log: dynamic config of broker {node_id}"
 
 
 def _snake(name: str) -> str:
@@ -450,6 +525,11 @@ class BrokerConfig:
     producer_id_expiration_ms: int = BROKER_ONLY_KEYS["producer.id.expiration.ms"].default
     offsets_topic_segment_bytes: int = BROKER_ONLY_KEYS["offsets.topic.segment.bytes"].default
     transaction_state_log_segment_bytes: int = BROKER_ONLY_KEYS["transaction.state.log.segment.bytes"].default
+    share_coordinator_state_topic_segment_bytes: int = BROKER_ONLY_KEYS[
+        "share.coordinator.state.topic.segment.bytes"
+    ].default
+    # The release whose rules apply (not a Kafka setting): validators, internal topics, cleaner rule R2.2.
+    kafka_version: KafkaVersion = kv.LATEST
 
     def __post_init__(self) -> None:
         values = {name: getattr(self, _snake(name)) for name in _BROKER_FIELD_KEYS}
@@ -580,21 +660,77 @@ def read_properties(path: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
 
 # --- layering ----------------------------------------------------------------------------------------------------
 
+_TOPIC_NAMES = tuple(TOPIC_KEYS)
+_TOPIC_INDEX = {name: i for i, name in enumerate(_TOPIC_NAMES)}
+ASSUMED = "--assume-broker-defaults"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """One topic's effective configuration, where each setting came from, and whether it is known."""
+
+    config: LogConfig
+    sources: tuple[str, ...]  # one per TOPIC_KEYS name, in that order
+    explicit: frozenset[str] = frozenset()  # names set at topic level or by --set (never guesses)
+    known: bool = True  # the topic's own settings are known (see the module docstring)
+    assumed: bool = False  # known only because of --assume-broker-defaults
+    error: str | None = None  # the topic's settings in the metadata log cannot be used
+
+    def source(self, name: str) -> str:
+        source = self.sources[_TOPIC_INDEX[name]]
+        return f"{source}, {ASSUMED}" if self.assumed and name not in self.explicit else source
+
+    def unknown(self, name: str) -> bool:
+        """Whether ``name``'s value would be a guess: the topic's own settings are unknown and nothing
+        at topic level or on the command line set it."""
+        return not self.known and name not in self.explicit
+
+    def value(self, name: str) -> Any:
+        return getattr(self.config, _snake(name))
+
+    def show(self, name: str) -> str:
+        """``name=value (source)``, or ``name=unknown`` when the value would be a guess."""
+        if self.unknown(name):
+            return f"{name}=unknown"
+        return f"{name}={_show(self.value(name))} ({self.source(name)})"
+
+    def describe(self, *names: str) -> str:
+        return "; ".join(self.show(name) for name in names)
+
 
 @dataclass(frozen=True, slots=True)
 class ConfigSet:
     """Everything the jobs were configured with, validated; picklable for the executors."""
 
     broker: BrokerConfig
-    default: LogConfig  # the configuration of a topic without overrides of its own
-    overrides: tuple[tuple[str, LogConfig], ...] = ()  # topics with overrides, by name
+    default: LogConfig  # the configuration of a topic without settings of its own
+    topics: tuple[tuple[str, TopicSettings], ...] = ()  # topics with settings of their own, by name
     ignored: tuple[str, ...] = ()  # "name (source)" of each Kafka setting read and not used
+    default_sources: tuple[str, ...] = tuple(KAFKA_DEFAULT for _ in TOPIC_KEYS)
+    set_for_all: frozenset[str] = frozenset()  # topic-level names given with --set
+    known_topics: frozenset[str] | None = None  # topics whose settings are known; None: every topic
+    assume_broker_defaults: bool = False  # the others get the broker defaults as if known
+    cluster: ClusterView | None = None  # the cluster metadata's topics, for the partition-directory check
+    metadata_problem: str | None = None  # why the log dir's metadata log could not be read
+    _index: dict[str, TopicSettings] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", dict(self.topics))
+
+    @property
+    def version(self) -> KafkaVersion:
+        return self.broker.kafka_version
+
+    def settings(self, topic: str) -> TopicSettings:
+        found = self._index.get(topic)
+        if found is not None:
+            return found
+        known = self.known_topics is None or topic in self.known_topics
+        assumed = not known and self.assume_broker_defaults
+        return TopicSettings(self.default, self.default_sources, self.set_for_all, known or assumed, assumed)
 
     def for_topic(self, topic: str) -> LogConfig:
-        for name, config in self.overrides:
-            if name == topic:
-                return config
-        return self.default
+        return self.settings(topic).config
 
 
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -612,15 +748,19 @@ def _topic_level_name_of(broker_name: str) -> str | None:
 
 
 class _Loader:
-    def __init__(self) -> None:
+    def __init__(self, version: KafkaVersion) -> None:
+        self.version = version
         self.broker: dict[str, Setting] = {}
-        self.topics: dict[str, dict[str, Setting]] = {}
+        self.topics: dict[str, dict[str, Setting]] = {}  # topic files and --topic-config
+        self.metadata_topics: dict[str, dict[str, Setting]] = {}
+        self.topic_errors: dict[str, str] = {}
         self.all_topics: dict[str, Setting] = {}
         self.ignored: list[str] = []
 
     def broker_entry(self, name: str, raw: str, source: str) -> None:
-        if name in BROKER_KEYS:
-            self.broker[name] = (parse_value(BROKER_KEYS[name], raw, source), source)
+        key = broker_key(name, self.version)
+        if key is not None:
+            self.broker[name] = (parse_value(key, raw, source), source)
         elif name in IGNORED_BROKER_NAMES:
             self.ignored.append(f"{name} ({source})")
         elif name in TOPIC_KEYS or name in IGNORED_TOPIC_NAMES:
@@ -631,15 +771,24 @@ class _Loader:
                 + "; per-topic values go in conf/topics/<topic>.properties, or --set for every topic"
             )
         elif name.startswith(_LOG_LIKE_PREFIXES):
-            raise _unknown(name, raw, source, "not a Kafka 4.x log setting", BROKER_KEYS)
+            raise _unknown(name, raw, source, f"not a Kafka {self.version} log setting", BROKER_KEYS)
         else:
             self.ignored.append(f"{name} ({source})")
+
+    def dynamic_entry(self, name: str, raw: str, source: str) -> None:
+        """A dynamic broker config from the metadata log: Kafka accepted it, so other names are ignored."""
+        key = broker_key(name, self.version) if name in DYNAMIC_BROKER_NAMES else None
+        if key is None:
+            self.ignored.append(f"{name} ({source})")
+        else:
+            self.broker[name] = (parse_value(key, raw, source), source)
 
     def topic_entry(self, topic: str, name: str, raw: str, source: str) -> None:
         if not _TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
             raise ConfigError(f"{source}: {topic!r} is not a valid Kafka topic name")
-        if name in TOPIC_KEYS:
-            self.topics.setdefault(topic, {})[name] = (parse_value(TOPIC_KEYS[name], raw, source), source)
+        key = topic_key(name, self.version)
+        if key is not None:
+            self.topics.setdefault(topic, {})[name] = (parse_value(key, raw, source), source)
         elif name == "remote.storage.enable" and parse_value(ConfigKey(name, "boolean", False), raw, source):
             raise ConfigError(f"{name}={raw!r} from {source}: tiered-storage topics are not supported")
         elif name in IGNORED_TOPIC_NAMES:
@@ -651,17 +800,46 @@ class _Loader:
                 + (f"; the topic-level name is {topic_name}" if topic_name else "")
             )
         else:
-            raise _unknown(name, raw, source, "not a Kafka 4.x topic config", TOPIC_KEYS)
+            candidates = [
+                *TOPIC_KEYS,
+                *(
+                    [INTERNAL_SEGMENT_BYTES.name]
+                    if topic_key(INTERNAL_SEGMENT_BYTES.name, self.version)
+                    else []
+                ),
+            ]
+            raise _unknown(name, raw, source, f"not a Kafka {self.version} topic config", candidates)
+
+    def metadata_topic_entry(self, topic: str, name: str, raw: str) -> None:
+        """A topic config from the metadata log: other names are ignored, a bad value fails the topic."""
+        key = topic_key(name, self.version)
+        try:
+            if key is not None:
+                value = parse_value(key, raw, METADATA_LOG)
+                self.metadata_topics.setdefault(topic, {})[name] = (value, METADATA_LOG)
+            elif name == "remote.storage.enable" and parse_value(
+                ConfigKey(name, "boolean", False), raw, METADATA_LOG
+            ):
+                raise ConfigError(
+                    f"{name}={raw!r} from {METADATA_LOG}: tiered-storage topics are not supported"
+                )
+            else:
+                self.ignored.append(f"{name} ({METADATA_LOG}, topic {topic})")
+        except ConfigError as err:
+            self.topic_errors.setdefault(topic, str(err))
 
     def set_entry(self, name: str, raw: str, source: str) -> None:
-        if name not in BROKER_KEYS and name not in TOPIC_KEYS:
+        key, topic_level = broker_key(name, self.version), topic_key(name, self.version)
+        if name == INTERNAL_SEGMENT_BYTES.name:
+            topic_level = None  # per topic only, as in Kafka (no broker-level synonym)
+        if key is None and topic_level is None:
             known = name in IGNORED_BROKER_NAMES or name in IGNORED_TOPIC_NAMES
-            what = "not used by kafka-log-jobs" if known else "not a Kafka 4.x log setting"
+            what = "not used by kafka-log-jobs" if known else f"not a Kafka {self.version} log setting"
             raise _unknown(name, raw, source, what, [*BROKER_KEYS, *TOPIC_KEYS])
-        if name in BROKER_KEYS:
-            self.broker[name] = (parse_value(BROKER_KEYS[name], raw, source), source)
-        if name in TOPIC_KEYS:
-            self.all_topics[name] = (parse_value(TOPIC_KEYS[name], raw, source), source)
+        if key is not None:
+            self.broker[name] = (parse_value(key, raw, source), source)
+        if topic_level is not None:
+            self.all_topics[name] = (parse_value(topic_level, raw, source), source)
 
     def broker_settings(self) -> dict[str, Setting]:
         """Each BrokerConfig field's value and source, Kafka's synonym precedence applied."""
@@ -681,26 +859,84 @@ class _Loader:
             settings[name] = self.broker.get(name, (key.default, KAFKA_DEFAULT))
         return settings
 
-    def build(self) -> ConfigSet:
+    def build(self, cluster: ClusterView | None, assume_broker_defaults: bool) -> ConfigSet:
         settings = self.broker_settings()
         _check_broker_values({n: v for n, (v, _) in settings.items()}, lambda n: settings[n][1])
-        broker = BrokerConfig(**{_snake(name): value for name, (value, _) in settings.items()})
+        fields = {_snake(name): value for name, (value, _) in settings.items()}
+        broker = BrokerConfig(**fields, kafka_version=self.version)
         base = {t: settings[names[0]] for t, names in BROKER_SYNONYMS.items()}
-        topics = {
-            topic: dict(self.topics.get(topic, {})) for topic in {*self.topics, *INTERNAL_TOPIC_OVERRIDES}
-        }
-        for topic, internal in INTERNAL_TOPIC_OVERRIDES.items():
-            created = {name: (value, f"Kafka's setting for {topic}") for name, value in internal.items()}
-            created["segment.bytes"] = settings[str(internal["segment.bytes"])]  # from the broker setting
-            topics[topic] = created | topics[topic]  # the topic's own overrides win
-        default = _log_config(base | self.all_topics)
-        overrides = tuple((t, _log_config(base | topics[t] | self.all_topics)) for t in sorted(topics))
-        return ConfigSet(broker, default, overrides, tuple(self.ignored))
+        in_metadata = frozenset() if cluster is None else frozenset(cluster.topic_names)
+        layers: dict[str, dict[str, Setting]] = {}
+        for topic in INTERNAL_TOPIC_OVERRIDES:
+            internal = internal_topic_settings(topic, self.version)
+            if internal is None or topic in in_metadata:
+                continue  # the metadata log holds what Kafka set at creation
+            source = f"Kafka's setting for {topic}"
+            created: dict[str, Setting] = {}
+            for name, value in internal.items():
+                if name == "segment.bytes":
+                    created[name] = settings[str(value)]  # from the broker setting
+                elif name == "retention.ms":
+                    created[name] = (int(str(value)), source)
+                else:
+                    created[name] = (value, source)
+            layers[topic] = created
+        for source_layers in (self.metadata_topics, self.topics):
+            for topic, values in source_layers.items():
+                layers[topic] = layers.get(topic, {}) | values
+        known = in_metadata | frozenset(self.topics) | frozenset(layers)
+        default_settings = base | self.all_topics
+        default = _log_config(default_settings)
+        topics = []
+        for topic in sorted({*layers, *self.topic_errors}):
+            own = layers.get(topic, {}) | self.all_topics
+            assumed = topic not in known and assume_broker_defaults
+            try:
+                # this release's bounds for every topic-level value, Kafka's internal topics' included
+                for name, (value, source) in own.items():
+                    key = topic_key(name, self.version)
+                    if key is not None:
+                        _check_value(key, value, _fixed(source))
+                merged = base | own
+                config = _log_config(merged)
+                error = self.topic_errors.get(topic)
+            except ConfigError as err:
+                if topic in self.topics:
+                    raise  # a user's file or flag: the job stops here, as for any bad option
+                merged, config, error = default_settings, default, str(err)
+            sources = _sources(merged)
+            settings_of = TopicSettings(
+                config, sources, frozenset(own), topic in known or assumed, assumed, error
+            )
+            topics.append((topic, settings_of))
+        return ConfigSet(
+            broker, default, tuple(topics), tuple(self.ignored), _sources(default_settings),
+            frozenset(self.all_topics), known, assume_broker_defaults, cluster,
+        )  # fmt: skip
+
+
+def _fixed(source: str) -> Callable[[str], str]:
+    return lambda _: source
+
+
+def _effective(settings: Mapping[str, Setting]) -> dict[str, Setting]:
+    """``internal.segment.bytes``, when set, is the segment size (Kafka's LogConfig.segmentSize())."""
+    out = dict(settings)
+    internal = out.pop(INTERNAL_SEGMENT_BYTES.name, None)
+    if internal is not None and internal[0] is not None:
+        out["segment.bytes"] = (internal[0], f"{internal[1]} ({INTERNAL_SEGMENT_BYTES.name})")
+    return out
+
+
+def _sources(settings: Mapping[str, Setting]) -> tuple[str, ...]:
+    effective = _effective(settings)
+    return tuple(effective[name][1] for name in _TOPIC_NAMES)
 
 
 def _log_config(settings: Mapping[str, Setting]) -> LogConfig:
-    _check_topic_values({n: v for n, (v, _) in settings.items()}, lambda n: settings[n][1])
-    return LogConfig(**{_snake(name): value for name, (value, _) in settings.items()})
+    effective = _effective(settings)
+    _check_topic_values({n: v for n, (v, _) in effective.items()}, lambda n: effective[n][1])
+    return LogConfig(**{_snake(name): value for name, (value, _) in effective.items()})
 
 
 def _split(text: str, separator: str, option: str, arg: str, form: str) -> tuple[str, str]:
@@ -715,10 +951,17 @@ def load_config(
     config_files: Sequence[str | os.PathLike[str]] = (),
     topic_configs: Sequence[str] = (),
     sets: Sequence[str] = (),
+    *,
+    version: KafkaVersion = kv.LATEST,
+    metadata: ClusterMetadata | None = None,
+    node_id: int | None = None,
+    assume_broker_defaults: bool = False,
 ) -> ConfigSet:
-    """Kafka's defaults < conf/*.properties < each --config FILE < conf/topics/<topic>.properties
-    < --topic-config TOPIC:KEY=VALUE < --set KEY=VALUE; every value and every topic checked here."""
-    loader = _Loader()
+    """Kafka's defaults < conf/*.properties < each --config FILE < the metadata log's dynamic broker
+    configs (cluster-wide, then broker ``node_id``'s) < the topic's configs in the metadata log <
+    conf/topics/<topic>.properties < --topic-config TOPIC:KEY=VALUE < --set KEY=VALUE, with the
+    validators of Kafka ``version``; every value and every topic checked here."""
+    loader = _Loader(version)
     conf = None if conf_dir is None else Path(conf_dir)
     if conf is not None and not conf.is_dir():
         raise ConfigError(f"{conf}: configuration directory not found")
@@ -726,6 +969,16 @@ def load_config(
     for path in broker_files:
         for name, raw, line in read_properties(path):
             loader.broker_entry(name, raw, f"{path}:{line}")
+    if metadata is not None:
+        dynamic = [("", METADATA_CLUSTER_DEFAULT)]
+        if node_id is not None:
+            dynamic.append((str(node_id), metadata_broker_source(node_id)))
+        for resource, source in dynamic:
+            for name, raw in sorted(metadata.broker_configs.get(resource, {}).items()):
+                loader.dynamic_entry(name, raw, source)
+        for topic, values in metadata.topic_configs.items():
+            for name, raw in sorted(values.items()):
+                loader.metadata_topic_entry(topic, name, raw)
     for path in sorted(conf.glob("topics/*.properties")) if conf else []:
         topic = path.name.removesuffix(".properties")
         for name, raw, line in read_properties(path):
@@ -737,4 +990,5 @@ def load_config(
     for arg in sets:
         name, raw = _split(arg, "=", "--set", arg, "KEY=VALUE")
         loader.set_entry(name, raw, f"--set {arg}")
-    return loader.build()
+    cluster = None if metadata is None else metadata.view(node_id)
+    return loader.build(cluster, assume_broker_defaults)

@@ -24,15 +24,27 @@ from __future__ import annotations
 import dataclasses
 
 from . import cleaner, retention
-from .config import BrokerConfig, ConfigSet, LogConfig
+from .config import BrokerConfig, ConfigSet, LogConfig, TopicSettings
 from .offset_map import BYTES_PER_ENTRY, OffsetMap
 from .partition_log import PartitionLog
 from .producer_state import build_producer_table
 from .record_batch import BatchHeader
-from .tasks import JobOptions, PartitionTask, _run_guarded, prepare
+from .tasks import (
+    Configs,
+    JobOptions,
+    PartitionTask,
+    _run_guarded,
+    configs_for,
+    prepare,
+    retention_settings_unknown,
+    stray_reason,
+    topic_settings,
+    unknown_settings_reason,
+)
 
 REPORT_ROW = dict(
-    status="ok", reason="", cleanup_policy="", segments=0, total_bytes=0, clean_bytes=None,
+    status="ok", reason="", cleanup_policy="", cleanup_policy_source=None, retention_ms_source=None,
+    retention_bytes_setting=None, retention_bytes_source=None, min_cleanable_dirty_ratio_source=None, segments=0, total_bytes=0, clean_bytes=None,
     cleanable_bytes=None, dirty_ratio=None, min_cleanable_dirty_ratio=None, first_dirty_offset=None,
     first_uncleanable_offset=None, would_compact=False, compact_reason="", duplicate_share=None,
     retention_segments=0, retention_bytes=0, retention_reason="", retention_log_start_offset=None,
@@ -41,20 +53,46 @@ REPORT_ROW = dict(
 )  # fmt: skip
 
 
+UNKNOWN = "unknown"
+
+
+def config_columns(settings: TopicSettings) -> dict:
+    """The effective cleanup.policy, retention.ms, retention.bytes and min.cleanable.dirty.ratio and where
+    each came from; ``unknown`` (value null) where the value would be a guess."""
+    columns: dict = {}
+    for name, column in (
+        ("cleanup.policy", "cleanup_policy"),
+        ("retention.ms", "retention_ms"),
+        ("retention.bytes", "retention_bytes_setting"),
+        ("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio"),
+    ):
+        source_column = column.removesuffix("_setting") + "_source"
+        if settings.unknown(name):
+            columns[column] = UNKNOWN if name == "cleanup.policy" else None
+            columns[source_column] = UNKNOWN
+        else:
+            value = settings.value(name)
+            columns[column] = ",".join(sorted(value)) if name == "cleanup.policy" else value
+            columns[source_column] = settings.source(name)
+    return columns
+
+
 def report_partition(
-    task: PartitionTask, configs: ConfigSet, opts: JobOptions, *, count_duplicates: bool = True
+    task: PartitionTask, configs: Configs, opts: JobOptions, *, count_duplicates: bool = True
 ) -> dict:
     """The report row of one partition (``count_duplicates=False`` skips reading keys)."""
     opts = dataclasses.replace(opts, dry_run=True)  # the report never changes anything
+    cs = configs_for(configs, task.log_dir)
 
     def body(row: dict) -> None:
-        cfg = configs.for_topic(task.topic)
+        settings = topic_settings(task, cs)
+        cfg = settings.config
         notes: list[str] = []
-        row.update(
-            cleanup_policy=",".join(sorted(cfg.cleanup_policy)),
-            min_cleanable_dirty_ratio=cfg.min_cleanable_dirty_ratio,
-            retention_ms=cfg.retention_ms,
-        )
+        row.update(config_columns(settings))
+        stray = stray_reason(task, cs)
+        if stray is not None:
+            row.update(status="skipped", reason=stray)
+            return
         log = prepare(task, cfg, opts, notes)  # dry run: leftovers are described, not resolved
         row.update(
             segments=len(log.segments),
@@ -63,9 +101,13 @@ def report_partition(
             log_end_offset=log.log_end_offset,
             oldest_segment_age_ms=opts.now_ms - log.segments[0].largest_timestamp if log.segments else None,
         )
-        if cfg.compact:
-            producers = build_producer_table(log, opts.now_ms, configs.broker.producer_id_expiration_ms)
-            plan = cleaner.plan_cleaning(log, cfg, configs.broker, opts.now_ms, producers)
+        if settings.unknown("cleanup.policy"):
+            row["compact_reason"] = unknown_settings_reason(
+                task.topic, ["cleanup.policy"], "the compact job refuses it", cs
+            )
+        elif cfg.compact:
+            producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
+            plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
             if plan.checkpoint_reset:
                 notes.append(
                     f"cleaner checkpoint out of range: the cleaner would reset it to the log start offset "
@@ -81,12 +123,18 @@ def report_partition(
                 compact_reason=plan.reason,
             )
             if count_duplicates:
-                row["duplicate_share"] = duplicate_share(log, plan, configs.broker, notes)
+                row["duplicate_share"] = duplicate_share(log, plan, cs.broker, notes)
         else:  # the cleaner never looks at it: no dirty section, no ratio
             row["compact_reason"] = (
                 f"cleanup.policy={row['cleanup_policy'] or '(empty)'} does not include compact"
             )
-        row.update(retention_figures(log, cfg, configs, opts))
+        unknown = retention_settings_unknown(settings)
+        if unknown:
+            row["retention_reason"] = unknown_settings_reason(
+                task.topic, unknown, "the retain job refuses it", cs
+            )
+        else:
+            row.update(retention_figures(log, cfg, cs, opts))
         compaction_estimate = int((row["cleanable_bytes"] or 0) * (row["duplicate_share"] or 0.0))
         row["reclaimable_bytes"] = min(log.size_in_bytes, compaction_estimate + row["retention_bytes"])
         row["reason"] = "; ".join(notes)

@@ -14,14 +14,15 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import cleaner, leftovers, locks, retention
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
-from .config import ConfigSet, LogConfig
+from .config import ConfigSet, LogConfig, TopicSettings
 from .errors import (
+    ConfigError,
     HighWatermarkMissingError,
     InsufficientSpaceError,
     KafkaLogError,
@@ -52,6 +53,41 @@ class JobOptions:
     require_high_watermark: bool = False
     force: bool = False
     log_start_offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
+
+
+Configs = ConfigSet | Mapping[str, ConfigSet]  # one for every log dir, or each log dir's own
+
+
+def configs_for(configs: Configs, log_dir: str) -> ConfigSet:
+    return configs if isinstance(configs, ConfigSet) else configs[log_dir]
+
+
+def topic_settings(task: PartitionTask, configs: ConfigSet) -> TopicSettings:
+    """The topic's settings; a ConfigError when its settings in the metadata log cannot be used."""
+    settings = configs.settings(task.topic)
+    if settings.error is not None:
+        raise ConfigError(f"topic {task.topic}: {settings.error}")
+    return settings
+
+
+def stray_reason(task: PartitionTask, configs: ConfigSet) -> str | None:
+    """Why the partition directory is not the cluster metadata's partition (never touched then)."""
+    if configs.cluster is None:
+        return None
+    return configs.cluster.stray_reason(Path(task.log_dir) / task.tp.dir_name, task.topic, task.partition)
+
+
+UNKNOWN_SETTINGS = "no configuration known for topic "
+
+
+def unknown_settings_reason(topic: str, names: list[str], consequence: str, configs: ConfigSet) -> str:
+    """The one line for a topic whose deciding settings would be guesses."""
+    metadata = configs.metadata_problem or "no cluster metadata log lists the topic"
+    return (
+        f"{UNKNOWN_SETTINGS}{topic} ({', '.join(names)} unknown: {metadata}, and no "
+        f"conf/topics/{topic}.properties or --topic-config {topic}:KEY=VALUE names it): {consequence}; "
+        "tell it with a topic file, --topic-config, or --assume-broker-defaults"
+    )
 
 
 def _run_guarded(task: PartitionTask, base_row: dict, body: Callable[[dict], None]) -> dict:
@@ -138,16 +174,31 @@ def check_free_space(directory: Path, needed: int) -> None:
 
 
 COMPACT_ROW = dict(
-    status="skipped", reason="", dirty_ratio=None, first_dirty_offset=None, first_uncleanable_offset=None,
+    status="skipped", reason="", settings=None, dirty_ratio=None, first_dirty_offset=None, first_uncleanable_offset=None,
     bytes_before=None, bytes_after=None, records_before=None, records_after=None, tombstones_removed=None,
     map_utilization=None, duration_ms=0,
 )  # fmt: skip
 
 
-def compact_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions) -> dict:
+def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -> dict:
+    cs = configs_for(configs, task.log_dir)
+
     def body(row: dict) -> None:
-        cfg = configs.for_topic(task.topic)
+        settings = topic_settings(task, cs)
+        cfg = settings.config
         notes: list[str] = []
+        row["settings"] = settings.describe("cleanup.policy", "min.cleanable.dirty.ratio")
+        stray = stray_reason(task, cs)
+        if stray is not None:
+            row["reason"] = stray
+            return
+        if settings.unknown("cleanup.policy"):
+            consequence = "not compacted (it may not be a compacted topic)"
+            row.update(
+                status="failed",
+                reason=unknown_settings_reason(task.topic, ["cleanup.policy"], consequence, cs),
+            )
+            return
         if not cfg.compact:
             row["reason"] = (
                 f"cleanup.policy={','.join(sorted(cfg.cleanup_policy)) or '(empty)'} does not include compact"
@@ -156,8 +207,8 @@ def compact_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions)
         lock = locks.partition_lock(task.log_dir, task.tp) if not opts.dry_run else contextlib.nullcontext()
         with lock:
             log = prepare(task, cfg, opts, notes)
-            producers = build_producer_table(log, opts.now_ms, configs.broker.producer_id_expiration_ms)
-            plan = cleaner.plan_cleaning(log, cfg, configs.broker, opts.now_ms, producers)
+            producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
+            plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
             row.update(
                 records_before=0,
                 records_after=0,
@@ -187,13 +238,13 @@ def compact_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions)
                 log.directory,
                 sum(s.size for s in log.segments if s.base_offset < plan.first_uncleanable_offset),
             )
-            result = cleaner.clean_log(log, plan, cfg, configs.broker, opts.now_ms, producers)
+            result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
             update_checkpoint(task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, result.end_offset)
             after = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
             s = result.stats
             if result.map_full:
                 notes.append(
-                    f"offset map full ({configs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
+                    f"offset map full ({cs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
                     f"{result.end_offset}, the rest on the next run"
                 )
             row.update(
@@ -210,17 +261,38 @@ def compact_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions)
 
 
 RETAIN_ROW = dict(
-    status="skipped", reason="", segments_deleted=0, bytes_deleted=0, log_start_offset_before=None,
+    status="skipped", reason="", settings=None, segments_deleted=0, bytes_deleted=0, log_start_offset_before=None,
     log_start_offset_after=None, duration_ms=0,
 )  # fmt: skip
 
 
-def retain_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions) -> dict:
+def retention_settings_unknown(settings: TopicSettings) -> list[str]:
+    """The settings that decide what retention deletes and whose value would be a guess."""
+    if settings.unknown("cleanup.policy"):
+        return ["cleanup.policy"]
+    if not settings.config.delete:
+        return []
+    return [name for name in ("retention.ms", "retention.bytes") if settings.unknown(name)]
+
+
+def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -> dict:
     """Retention of one partition (time, size, log start offset), as UnifiedLog.deleteOldSegments."""
+    cs = configs_for(configs, task.log_dir)
 
     def body(row: dict) -> None:
-        cfg = configs.for_topic(task.topic)
+        settings = topic_settings(task, cs)
+        cfg = settings.config
         notes: list[str] = []
+        row["settings"] = settings.describe("cleanup.policy", "retention.ms", "retention.bytes")
+        stray = stray_reason(task, cs)
+        if stray is not None:
+            row["reason"] = stray
+            return
+        unknown = retention_settings_unknown(settings)
+        if unknown:
+            consequence = "nothing deleted (retention would delete by a guessed setting)"
+            row.update(status="failed", reason=unknown_settings_reason(task.topic, unknown, consequence, cs))
+            return
         override = next(
             (o for t, p, o in opts.log_start_offsets if t == task.topic and p == task.partition), None
         )
@@ -230,7 +302,7 @@ def retain_partition(task: PartitionTask, configs: ConfigSet, opts: JobOptions) 
             row.update(
                 log_start_offset_before=log.log_start_offset, log_start_offset_after=log.log_start_offset
             )
-            if cfg.compact and not configs.broker.log_cleaner_enable and override is None:
+            if cfg.compact and not cs.broker.log_cleaner_enable and override is None:
                 row["reason"] = (
                     "compacted topic and log.cleaner.enable=false: the broker applies no retention"
                 )

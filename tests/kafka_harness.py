@@ -16,7 +16,19 @@ Loaded as a pytest plugin by ``tests/conftest.py``. What it gives the tests:
 Main classes (Kafka 4.x): the broker is ``kafka.Kafka``; the storage formatter is still
 ``kafka.tools.StorageTool`` in core; the segment dumper moved out of core into the tools module as
 ``org.apache.kafka.tools.DumpLogSegments`` (artifact ``kafka-tools``), so ``kafka.tools.DumpLogSegments``
-no longer exists.
+no longer exists. ``kafka-configs`` is ``kafka.admin.ConfigCommand`` (core) in both lines.
+
+Two Kafka releases
+------------------
+``KAFKA_4`` (``tests/broker/pom.xml``, the latest 4.x) is the default everywhere. ``KAFKA_3``
+(``tests/broker/pom-3.9.xml``, a 3.9 release, jars in ``tests/broker/target/lib-3.9``) runs the same way
+with ``KafkaBroker(..., release=KAFKA_3)`` and fixture ``kafka3_jars``; its tools are all in core
+(``kafka.tools.DumpLogSegments``) and it logs through log4j 1 (reload4j), so the harness writes a
+``log4j.properties`` for it. Kafka 3.x accepts small ``segment.bytes`` (at least 14 bytes) directly.
+
+Configs the clients cannot set: confluent-kafka and kafka-python refuse the cluster-wide broker resource
+(name ""), so ``run_kafka_configs`` runs Kafka's own ``kafka-configs`` (ConfigCommand) from the jars;
+``describe_topic_configs`` is AdminClient.describe_configs, what ``kafka-configs --describe --all`` prints.
 
 Small segments in Kafka 4.x
 ---------------------------
@@ -60,21 +72,50 @@ POM = BROKER_DIR / "pom.xml"
 LIB_DIR = BROKER_DIR / "target" / "lib"
 
 
-def _pom_property(name: str) -> str:
+def _pom_property(name: str, pom: Path = POM) -> str:
     ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    node = ET.parse(POM).getroot().find(f"m:properties/m:{name}", ns)
+    node = ET.parse(pom).getroot().find(f"m:properties/m:{name}", ns)
     if node is None or not (node.text or "").strip():
-        raise RuntimeError(f"{POM}: property <{name}> is missing")
+        raise RuntimeError(f"{pom}: property <{name}> is missing")
     return node.text.strip()
 
 
+@dataclass(frozen=True)
+class KafkaRelease:
+    """One Kafka release the tests run: where Maven copies its jars, and its main classes."""
+
+    pom: Path
+    lib_dir: Path
+    dump_log_segments_main: str
+    log4j2: bool  # log4j 2 (Kafka 4.x) or log4j 1 / reload4j (Kafka 3.x)
+    broker_main: str = "kafka.Kafka"
+    storage_tool_main: str = "kafka.tools.StorageTool"
+    config_command_main: str = "kafka.admin.ConfigCommand"
+
+    @property
+    def version(self) -> str:
+        """The pin itself is ``<kafka.version>`` in the pom (Maven needs it there)."""
+        return _pom_property("kafka.version", self.pom)
+
+
+KAFKA_4 = KafkaRelease(POM, LIB_DIR, "org.apache.kafka.tools.DumpLogSegments", True)
+KAFKA_3 = KafkaRelease(
+    BROKER_DIR / "pom-3.9.xml", BROKER_DIR / "target" / "lib-3.9", "kafka.tools.DumpLogSegments", False
+)
+
 #: The Kafka release the broker tests run against. The pin itself is ``<kafka.version>`` in
 #: tests/broker/pom.xml (Maven needs it there); this is that value, not a second copy.
-KAFKA_VERSION = _pom_property("kafka.version")
+KAFKA_VERSION = KAFKA_4.version
 
-BROKER_MAIN = "kafka.Kafka"
-STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
-DUMP_LOG_SEGMENTS_MAIN = "org.apache.kafka.tools.DumpLogSegments"
+BROKER_MAIN = KAFKA_4.broker_main
+STORAGE_TOOL_MAIN = KAFKA_4.storage_tool_main
+DUMP_LOG_SEGMENTS_MAIN = KAFKA_4.dump_log_segments_main
+
+
+def release_of(lib_dir: Path) -> KafkaRelease:
+    """The release whose jars are in ``lib_dir`` (KAFKA_4 for any directory not KAFKA_3's)."""
+    return KAFKA_3 if Path(lib_dir) == KAFKA_3.lib_dir else KAFKA_4
+
 
 COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: Topic config for segments of a few KiB (see the module docstring).
@@ -118,8 +159,8 @@ class BrokerHarnessError(RuntimeError):
 # --------------------------------------------------------------------------------------------------
 
 
-def _pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
+def _pom_digest(pom: Path = POM) -> str:
+    return hashlib.sha256(pom.read_bytes()).hexdigest()
 
 
 def _jars_complete(lib_dir: Path, digest: str) -> bool:
@@ -132,13 +173,17 @@ def _jars_complete(lib_dir: Path, digest: str) -> bool:
     return len(lines) > 1 and all((lib_dir / jar).is_file() for jar in lines[1:])
 
 
-def resolve_kafka_jars(lib_dir: Path = LIB_DIR, *, timeout: float = 900.0) -> Path:
-    """Copy the broker's runtime jars into ``lib_dir`` with Maven, unless they are already there.
+def resolve_kafka_jars(
+    lib_dir: Path | None = None, *, release: KafkaRelease = KAFKA_4, timeout: float = 900.0
+) -> Path:
+    """Copy the runtime jars of ``release`` into ``lib_dir`` (default: the release's) with Maven, unless
+    they are already there.
 
     The stamp file in ``lib_dir`` records the pom's SHA-256 and the jar names; a changed pom or a missing
     jar triggers a fresh copy. Downloads are cached in ~/.m2. Safe to call from parallel sessions.
     """
-    digest = _pom_digest()
+    lib_dir = release.lib_dir if lib_dir is None else lib_dir
+    digest = _pom_digest(release.pom)
     if _jars_complete(lib_dir, digest):
         return lib_dir
     lib_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -153,7 +198,7 @@ def resolve_kafka_jars(lib_dir: Path = LIB_DIR, *, timeout: float = 900.0) -> Pa
             "-q",
             "-B",
             "-f",
-            str(POM),
+            str(release.pom),
             "dependency:copy-dependencies",
             f"-DoutputDirectory={staging}",
         ]
@@ -162,14 +207,14 @@ def resolve_kafka_jars(lib_dir: Path = LIB_DIR, *, timeout: float = 900.0) -> Pa
         jars = sorted(p.name for p in staging.glob("*.jar")) if staging.is_dir() else []
         if proc.returncode != 0 or not any(j.startswith("kafka_2.13-") for j in jars):
             raise BrokerHarnessError(
-                f"resolving Kafka {KAFKA_VERSION} jars from {POM} failed (exit {proc.returncode}):\n"
+                f"resolving Kafka {release.version} jars from {release.pom} failed (exit {proc.returncode}):\n"
                 f"{_tail(proc.stdout + proc.stderr, 40)}"
             )
         (staging / _STAMP_NAME).write_text("\n".join([f"pom-sha256 {digest}", *jars]) + "\n")
         shutil.rmtree(lib_dir, ignore_errors=True)
         staging.rename(lib_dir)
         print(
-            f"[kafka-harness] resolved {len(jars)} jars for Kafka {KAFKA_VERSION} in {time.monotonic() - started:.1f}s"
+            f"[kafka-harness] resolved {len(jars)} jars for Kafka {release.version} in {time.monotonic() - started:.1f}s"
         )
     return lib_dir
 
@@ -179,11 +224,16 @@ def _tail(text: str, lines: int) -> str:
 
 
 def _java(lib_dir: Path, main: str, *args: str, heap: str = "-Xmx256m", log4j_config: Path) -> list[str]:
+    log4j = (
+        f"-Dlog4j2.configurationFile={log4j_config}"
+        if release_of(lib_dir).log4j2
+        else f"-Dlog4j.configuration=file:{log4j_config}"
+    )
     return [
         "java",
         heap,
         *_JVM_FLAGS,
-        f"-Dlog4j2.configurationFile={log4j_config}",
+        log4j,
         "-cp",
         str(lib_dir / "*"),
         main,
@@ -193,6 +243,15 @@ def _java(lib_dir: Path, main: str, *args: str, heap: str = "-Xmx256m", log4j_co
 
 def _tools_log4j_config(lib_dir: Path) -> Path:
     """Command-line tools log warnings to stderr, so their stdout is only their own output."""
+    if not release_of(lib_dir).log4j2:
+        path = lib_dir.parent / f"tools-log4j-{lib_dir.name}.properties"
+        if not path.exists():
+            path.write_text(
+                "log4j.rootLogger=WARN, err\nlog4j.appender.err=org.apache.log4j.ConsoleAppender\n"
+                "log4j.appender.err.Target=System.err\nlog4j.appender.err.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.err.layout.ConversionPattern=%p %m (%c)%n\n"
+            )
+        return path
     path = lib_dir.parent / "tools-log4j2.properties"
     if not path.exists():
         path.write_text(
@@ -217,17 +276,33 @@ def run_dump_log_segments(
     """
     paths = [files] if isinstance(files, str | os.PathLike) else list(files)
     joined = ",".join(str(p) for p in paths)
-    cmd = _java(
-        lib_dir, DUMP_LOG_SEGMENTS_MAIN, *args, "--files", joined, log4j_config=_tools_log4j_config(lib_dir)
-    )
+    main = release_of(lib_dir).dump_log_segments_main
+    cmd = _java(lib_dir, main, *args, "--files", joined, log4j_config=_tools_log4j_config(lib_dir))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def run_kafka_configs(
+    bootstrap: str, *args: str, lib_dir: Path = LIB_DIR, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run Kafka's own ``kafka-configs`` against ``bootstrap`` (e.g. ``"--entity-type", "brokers",
+    "--entity-default", "--alter", "--add-config", "log.retention.ms=1000"``); raises on a failure."""
+    main = release_of(lib_dir).config_command_main
+    cmd = _java(
+        lib_dir, main, "--bootstrap-server", bootstrap, *args, log4j_config=_tools_log4j_config(lib_dir)
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise BrokerHarnessError(
+            f"kafka-configs {' '.join(args)} failed (exit {proc.returncode}):\n{_tail(proc.stdout + proc.stderr, 20)}"
+        )
+    return proc
 
 
 # --------------------------------------------------------------------------------------------------
 # The broker process
 # --------------------------------------------------------------------------------------------------
 
-_START_TIMES: list[float] = []
+_START_TIMES: list[tuple[str, float]] = []
 _LIVE_BROKERS: set[KafkaBroker] = set()
 
 
@@ -251,7 +326,11 @@ def _port_answers(port: int) -> bool:
 
 
 def _random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """Like Kafka's Uuid.randomUuid: never starting with '-' (the tools would read it as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 class KafkaBroker:
@@ -269,13 +348,15 @@ class KafkaBroker:
         work_dir: Path,
         server_props: Mapping[str, object] | None = None,
         *,
-        lib_dir: Path = LIB_DIR,
+        lib_dir: Path | None = None,
+        release: KafkaRelease | None = None,
         port: int | None = None,
         controller_port: int | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.work_dir = Path(work_dir)
-        self.lib_dir = lib_dir
+        self.release = release or (release_of(lib_dir) if lib_dir is not None else KAFKA_4)
+        self.lib_dir = lib_dir if lib_dir is not None else self.release.lib_dir
         free = _free_ports(2)
         self.port = port if port is not None else free[0]
         self.controller_port = controller_port if controller_port is not None else free[1]
@@ -335,6 +416,15 @@ class KafkaBroker:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in sorted(self._properties().items())))
+        if not self.release.log4j2:
+            log4j = self.work_dir / "log4j.properties"
+            log4j.write_text(
+                "log4j.rootLogger=INFO, file\nlog4j.appender.file=org.apache.log4j.FileAppender\n"
+                f"log4j.appender.file.File={self.log_path}\n"
+                "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            )
+            return log4j
         log4j = self.work_dir / "log4j2.properties"
         log4j.write_text(
             "appender.file.type = File\nappender.file.name = file\n"
@@ -351,7 +441,7 @@ class KafkaBroker:
             return
         log4j = self._write_config()
         args = ("format", "--cluster-id", _random_cluster_id(), "--config", str(self.properties_path))
-        cmd = _java(self.lib_dir, STORAGE_TOOL_MAIN, *args, log4j_config=log4j)
+        cmd = _java(self.lib_dir, self.release.storage_tool_main, *args, log4j_config=log4j)
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             raise BrokerHarnessError(
@@ -367,7 +457,11 @@ class KafkaBroker:
         formatted = time.monotonic()
         log4j = self._write_config()
         cmd = _java(
-            self.lib_dir, BROKER_MAIN, str(self.properties_path), heap=BROKER_HEAP, log4j_config=log4j
+            self.lib_dir,
+            self.release.broker_main,
+            str(self.properties_path),
+            heap=BROKER_HEAP,
+            log4j_config=log4j,
         )
         with open(self.work_dir / "broker.out", "ab") as out:
             self._proc = subprocess.Popen(
@@ -381,9 +475,9 @@ class KafkaBroker:
             raise
         took = time.monotonic() - started
         self.start_seconds.append(took)
-        _START_TIMES.append(took)
+        _START_TIMES.append((self.release.version, took))
         print(
-            f"[kafka-harness] Kafka {KAFKA_VERSION} broker on {self.bootstrap} started in {took:.1f}s "
+            f"[kafka-harness] Kafka {self.release.version} broker on {self.bootstrap} started in {took:.1f}s "
             f"(format {formatted - started:.1f}s; log dir {self.log_dir})"
         )
         return self
@@ -718,6 +812,19 @@ def produce_transactions(
     return list(delivered)  # type: ignore[arg-type]
 
 
+def describe_topic_configs(
+    bootstrap: str, topic: str, *, timeout: float = 30.0
+) -> dict[str, tuple[str, str]]:
+    """Every config of ``topic`` as the broker describes it (``kafka-configs --describe --all``):
+    name -> (value, source name, e.g. DYNAMIC_TOPIC_CONFIG)."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    admin = _admin(bootstrap)
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
+    return {name: (e.value, ConfigSource(e.source).name) for name, e in entries.items()}
+
+
 def _partitions(bootstrap: str, topic: str, timeout: float = 10.0) -> list[int]:
     meta = _admin(bootstrap).list_topics(topic, timeout=timeout).topics.get(topic)
     if meta is None or meta.error is not None:
@@ -938,6 +1045,15 @@ def kafka_jars() -> Path:
     return resolve_kafka_jars()
 
 
+@pytest.fixture(scope="session")
+def kafka3_jars() -> Path:
+    """The Kafka 3.x broker's jar directory (KAFKA_3), resolved once per session."""
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"real-broker tests need {' and '.join(missing)} on PATH (Java 17+, Maven 3.6.3+)")
+    return resolve_kafka_jars(release=KAFKA_3)
+
+
 @pytest.fixture
 def kafka_broker(kafka_jars: Path, tmp_path: Path) -> Iterator[Callable[..., KafkaBroker]]:
     """Factory of started brokers: ``make_broker(log_dir=None, server_props=None, **more_props)``.
@@ -952,11 +1068,11 @@ def kafka_broker(kafka_jars: Path, tmp_path: Path) -> Iterator[Callable[..., Kaf
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that use the real broker carry the ``broker`` marker, so ``-m "not broker"`` skips them."""
     for item in items:
-        if {"kafka_broker", "kafka_jars"} & set(getattr(item, "fixturenames", ())):
+        if {"kafka_broker", "kafka_jars", "kafka3_jars"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.broker)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
     if _START_TIMES:
-        times = ", ".join(f"{t:.1f}s" for t in _START_TIMES)
-        terminalreporter.write_line(f"kafka-harness: Kafka {KAFKA_VERSION} broker starts: {times}")
+        times = ", ".join(f"{version} {t:.1f}s" for version, t in _START_TIMES)
+        terminalreporter.write_line(f"kafka-harness: Kafka broker starts: {times}")

@@ -16,9 +16,9 @@ One scenario per module:
 Compared: every surviving record (partition, offset, key, value; tombstones and transaction markers
 included), the records' metadata, every batch header (empty batches kept for producers and at the end
 of the round included), the cleaner checkpoints. Not compared: how segments are grouped. The broker
-groups by ``internal.segment.bytes`` (4096 here, a test-only topic setting that the jobs do not read)
-where our job uses ``segment.bytes`` (at least 1 MiB in Kafka 4.x), so the file layout differs while
-the batches are the same. Not compared either: the delete-horizon values, which are each cleaner's
+groups by ``internal.segment.bytes`` (4096 here) where our job, given its settings by flags here, uses
+``segment.bytes``, so the file layout differs while the batches are the same. (Read from the log dir's
+metadata log, the jobs use internal.segment.bytes too: test_broker_cluster_metadata compares files.) Not compared either: the delete-horizon values, which are each cleaner's
 clock plus ``delete.retention.ms`` (their presence is compared; ours is checked exactly).
 """
 

@@ -165,7 +165,12 @@ def test_retain_job_deletes_by_time_and_moves_the_log_start_offset(spark, tmp_pa
         0,
         {0: [batch(0, [("k", "old")], ts=NOW - 10 * day)], 1: [batch(1, [("k", "new")], ts=NOW - 1000)]},
     )
-    result = _invoke(retain.command, ["--log-dir", str(tmp_path), "--now-ms", str(NOW), "--output", "json"])
+    args = ["--log-dir", str(tmp_path), "--now-ms", str(NOW), "--output", "json"]
+    refused = _invoke(retain.command, args)  # no metadata log, no topic file: the settings are unknown
+    assert refused.exit_code == 1
+    assert json.loads(refused.stdout)[0]["status"] == "failed"
+    assert len(read_records(tmp_path / "clicks-0")) == 2
+    result = _invoke(retain.command, [*args, "--assume-broker-defaults"])  # Kafka's 7 days
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
     assert (row["status"], row["segments_deleted"], row["log_start_offset_after"]) == ("deleted", 1, 1)
@@ -186,6 +191,7 @@ def test_retain_guard_refuses_short_retention_without_force(spark, tmp_path):
         "json",
         "--set",
         "retention.ms=60000",
+        "--assume-broker-defaults",
     ]
     result = _invoke(retain.command, args)
     assert result.exit_code == 1
@@ -216,6 +222,7 @@ def test_log_start_offset_option_is_offline_delete_records(spark, tmp_path):
             "t:0=2",
             "--set",
             "retention.ms=-1",
+            "--assume-broker-defaults",
         ],
     )
     (row,) = json.loads(result.stdout)
@@ -269,3 +276,37 @@ def test_spark_submit_and_the_cli_take_the_same_options_and_agree(spark, tmp_pat
     strip = [{k: v for k, v in r.items() if k != "duration_ms"} for r in via_cli]
     assert [{k: v for k, v in r.items() if k != "duration_ms"} for r in via_submit] == strip
     assert read_records(tmp_path / "orders-0")[0] == (0, b"a", b"1")  # dry runs changed nothing
+
+
+def test_a_zookeeper_era_log_dir_takes_3x_settings_and_unknown_topics_are_refused(spark, tmp_path):
+    """meta.properties version=0 (a ZooKeeper-mode 3.x broker): no metadata log, Kafka 3.9's rules, so a
+    topic file's 16 KiB segment.bytes is legal; a topic without a file gets nothing deleted, one line."""
+    from metadata_build import write_meta_properties
+
+    _compacted_log(tmp_path, partitions=1)
+    make_log(
+        tmp_path,
+        "clicks",
+        0,
+        {0: [batch(0, [("k", "v")], ts=NOW - 30 * 86_400_000)], 1: [batch(1, [("k", "w")])]},
+    )
+    write_meta_properties(tmp_path, version=0)
+    conf = tmp_path.parent / "conf"
+    (conf / "topics").mkdir(parents=True)
+    (conf / "topics" / "orders.properties").write_text("cleanup.policy=compact\nsegment.bytes=16384\n")
+    args = ["--log-dir", str(tmp_path), "--conf-dir", str(conf), "--now-ms", str(NOW), "--output", "json"]
+    compacted = _invoke(compact.command, args)
+    rows = {r["topic"]: r for r in json.loads(compacted.stdout)}
+    assert rows["orders"]["status"] == "cleaned"
+    assert rows["orders"]["settings"].startswith(
+        f"cleanup.policy=compact ({conf}/topics/orders.properties:1)"
+    )
+    assert "Kafka 3.9 rules (a ZooKeeper-era log dir" in compacted.stderr
+    retained = _invoke(retain.command, args)
+    assert retained.exit_code == 1
+    (clicks,) = [r for r in json.loads(retained.stdout) if r["topic"] == "clicks"]
+    assert clicks["status"] == "failed" and clicks["reason"].startswith(
+        "no configuration known for topic clicks"
+    )
+    assert retained.stderr.count("no configuration known for topic clicks") == 1
+    assert len(read_records(tmp_path / "clicks-0")) == 2

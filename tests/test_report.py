@@ -128,7 +128,7 @@ def test_retention_columns_match_hand_count_and_the_retain_job(spark, tmp_path):
          4: [batch(4, [("c", "z")], ts=NOW - 1000)]},
     )  # fmt: skip
     sizes = _sizes(tmp_path / "clicks-0")
-    args = ["--set", "retention.ms=86400000"]
+    args = ["--set", "retention.ms=86400000", "--set", "cleanup.policy=delete", "--set", "retention.bytes=-1"]
     (row,) = _report(tmp_path, *args)
     assert (row["retention_segments"], row["retention_bytes"]) == (2, sizes[0] + sizes[3])
     assert row["retention_log_start_offset"] == 4
@@ -142,7 +142,7 @@ def test_retention_columns_match_hand_count_and_the_retain_job(spark, tmp_path):
     (planned,) = json.loads(dry.stdout)
     assert (planned["segments_deleted"], planned["bytes_deleted"]) == (2, row["retention_bytes"])
     # a retention the retain job would refuse is reported, not failed
-    (guarded,) = _report(tmp_path, "--set", "retention.ms=60000")
+    (guarded,) = _report(tmp_path, "--set", "retention.ms=60000", "--assume-broker-defaults")
     assert guarded["status"] == "ok" and "refuses this without --force" in guarded["retention_reason"]
 
 
@@ -181,7 +181,8 @@ def test_output_formats_carry_the_same_rows(spark, tmp_path):
     logs = tmp_path / "logs"
     _generated_log(logs, seed=11, partition=0)
     make_log(logs, "clicks", 0, {0: [batch(0, [("a", "1")], ts=NOW - 9 * DAY)], 1: [batch(1, [("b", "2")])]})
-    common = ["--log-dir", logs, "--now-ms", NOW, "--topic-config", "orders:cleanup.policy=compact"]
+    common = ["--log-dir", logs, "--now-ms", NOW, "--topic-config", "orders:cleanup.policy=compact",
+              "--topic-config", "clicks:retention.ms=604800000"]  # fmt: skip
     result = _invoke(report.command, *common, "--format", "json")
     rows = json.loads(result.stdout)  # the bare array and nothing else
     assert result.stdout.lstrip().startswith("[") and result.stdout.rstrip().endswith("]")
@@ -340,7 +341,8 @@ def test_html_report_renders_in_headless_chromium(spark, tmp_path):
     )
     page = tmp_path / "report.html"
     result = _invoke(report.command, "--log-dir", logs, "--now-ms", NOW, "--out", page,
-                     "--topic-config", "orders:cleanup.policy=compact,delete")  # fmt: skip
+                     "--topic-config", "orders:cleanup.policy=compact,delete",
+                     "--topic-config", "clicks:retention.ms=604800000")  # fmt: skip
     assert result.exit_code == 0, result.output
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1100,2200"]  # fmt: skip
