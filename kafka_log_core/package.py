@@ -143,6 +143,16 @@ def fingerprint(source: Path, python: str, python_prefix: str | None, pins: dict
     return h.hexdigest()
 
 
+def _copy_sources(source: Path, target: Path) -> Path:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc")
+    target.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(source / name, target / name)
+    for package in SOURCE_PACKAGES:
+        shutil.copytree(source / package, target / package, ignore=ignore)
+    return target
+
+
 def runtime_requirements(wheel: Path) -> list[str]:
     """The wheel's own requirements without extras and without what the cluster provides."""
     with zipfile.ZipFile(wheel) as zf:
@@ -225,8 +235,9 @@ def build(
         log(f"wheel of {source}")
         for old_wheel in out.glob("kafka_log_jobs-*.whl"):
             old_wheel.unlink()
+        tree = _copy_sources(source, work / "src")  # setuptools leaves build/ behind: not in the checkout
         _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out),
-              str(source)], "pip wheel")  # fmt: skip
+              str(tree)], "pip wheel")  # fmt: skip
         wheel = next(out.glob("kafka_log_jobs-*.whl"))
         env = work / "env"
         log(f"environment from {python}")
