@@ -282,19 +282,27 @@ def map_in_order(spark, tasks: Sequence, fn: Callable) -> list:
     try:
         return rdd.map(fn).collect()
     except Exception as err:
-        missing = _missing_module(err)
-        if missing is None:
+        hint = _environment_hint(str(err))
+        if hint is None:
             raise
         raise click.ClickException(
-            f"the executors' Python cannot import {missing!r}: ship the job's environment "
-            "(`make dist`, then spark-submit --archives dist/kafka-log-jobs-env.tar.gz#environment "
-            "--conf spark.pyspark.python=./environment/bin/python; see the README's cluster section)"
+            f"{hint}: ship the job's environment built from this checkout (`make dist`, then spark-submit "
+            "--archives dist/kafka-log-jobs-env.tar.gz#environment --conf "
+            "spark.pyspark.python=./environment/bin/python; see the README's cluster section)"
         ) from None
 
 
-def _missing_module(err: Exception) -> str | None:
-    match = re.search(r"ModuleNotFoundError: No module named '([^']+)'", str(err))
-    return match.group(1) if match else None
+def _environment_hint(message: str) -> str | None:
+    """One line for a Spark task that failed before our code ran, because of the executors' Python."""
+    missing = re.search(r"ModuleNotFoundError: No module named '([^']+)'", message)
+    if missing:
+        return f"the executors' Python cannot import {missing.group(1)!r}"
+    stale = re.search(r"AttributeError: Can't get attribute '([^']+)' on <module '([^']+)'", message)
+    if stale:
+        return (
+            f"the executors' {stale.group(2)} has no {stale.group(1)!r}: they run another version of the jobs"
+        )
+    return None
 
 
 def on_executor(task: PartitionTask, fn: Callable[[PartitionTask], dict], row_defaults: dict) -> dict:
