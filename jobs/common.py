@@ -199,7 +199,7 @@ def spark_session(master: str | None, app: str):
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
-    if not is_local_master(session.sparkContext.master) and "PYSPARK_PYTHON" not in os.environ:
+    if not is_local_master(session.sparkContext.master or "") and "PYSPARK_PYTHON" not in os.environ:
         click.echo(
             "note: nothing sets the executors' Python (spark.pyspark.python): they run python3 from their "
             "PATH. Ship the environment `make dist` builds: --archives "
