@@ -229,6 +229,12 @@ def build(
         if old is not None and old.fingerprint == print_ and (out / old.wheel).is_file():
             log(f"{archive}: up to date ({old.archive_bytes / 1e6:.0f} MB)")
             return old
+    try:
+        import venv_pack
+    except ModuleNotFoundError:
+        raise UsageError(
+            "venv-pack is not installed: pip install 'kafka-log-jobs[package]' (or venv-pack)"
+        ) from None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=".build-", dir=out) as tmp:
         work = Path(tmp)
@@ -272,8 +278,6 @@ def build(
             [env_python, "-c", "import platform; print(platform.python_version())"], "python"
         ).strip()
         log(f"packing {archive.name}")
-        import venv_pack
-
         partial = work / ARCHIVE_NAME
         venv_pack.pack(prefix=str(env), output=str(partial), python_prefix=python_prefix, force=True)
         os.chmod(partial, 0o644)
