@@ -27,7 +27,10 @@ browser: ## Debian's Chromium for the HTML report screenshot test (skipped with 
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1; } || \
 		echo "chromium could not be installed: the HTML screenshot test will be skipped"
 
-test: $(STAMP) browser ## run the whole suite (core, Spark, real Kafka broker)
+dist: $(STAMP) ## wheel + executors' Python environment archive in dist/ (rebuilt only when sources change)
+	$(VENV)/bin/kafka-log-jobs package --out dist
+
+test: $(STAMP) browser dist ## run the whole suite (core, Spark, a Spark cluster, real Kafka broker)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 run: $(STAMP) ## generate a sample log dir; report (table + sample/report.html), compact, retain, offsets
@@ -50,6 +53,6 @@ lint: $(STAMP) ## ruff format check and lint, mypy on the core
 	$(VENV)/bin/mypy
 
 clean: ## remove the virtualenv and generated data
-	rm -rf $(VENV) sample .pytest_cache
+	rm -rf $(VENV) sample .pytest_cache dist
 
-.PHONY: help venv browser test run bench soak lint clean
+.PHONY: help venv browser dist test run bench soak lint clean

@@ -15,6 +15,8 @@ Sections (each measured in its own process by ``bench.probe``, so peak memory is
   partitions.
 * ``kafka``: Kafka's own log cleaner on a copy of the 1x partition (``bench.kafka_cleaner``); skipped with
   a note when java or mvn is missing.
+* ``skew``: the compact job on ``local[2]`` over one 8x partition and 15 of 1x, against the big one alone
+  plus the small ones alone (``bench.skew``).
 
 Output: a table on standard output (progress on standard error), ``<results-dir>/<UTC time>.json`` and
 a PNG chart next to it. MB = 10^6 bytes, GB = 10^9 bytes (Kafka's own "MB" is MiB and is converted).
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench import skew
 from bench.generate import Manifest, MiB, Workload, generate
 from bench.report import SECTIONS, Report, Row, draw_chart, evaluate_targets, format_table
 
@@ -413,6 +416,7 @@ def run(args: argparse.Namespace) -> int:
             ("memory", lambda: run_memory(report, plan, _memory_data(plan, work), work / "run")),
             ("spark", lambda: run_spark(report, plan, _spark_data(plan, work), work / "run")),
             ("kafka", lambda: run_kafka(report, plan, datasets[1], work / "run")),
+            ("skew", lambda: skew.run_section(report, args.quick, work / "run")),
         ]
         for name, body in sections:
             if name in skip:
@@ -434,6 +438,7 @@ def run(args: argparse.Namespace) -> int:
             f"{report.machine['cpus']} cores at start): absolute numbers are low, ratios measured side by side"
         )
     evaluate_targets(report)
+    report.targets.append(skew.target(report))
     results = Path(args.results_dir) if args.results_dir else RESULTS
     results.mkdir(parents=True, exist_ok=True)
     stem = results / started.strftime("%Y%m%dT%H%M%SZ")

@@ -5,9 +5,11 @@ partition is a function in ``kafka_log_core.tasks``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -170,7 +172,10 @@ def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: boo
             failed += [_dir_row(log_dir, msg, tp.topic, tp.partition) for tp, _ in partitions]
             continue
         for tp, _ in partitions:
-            tasks.append(PartitionTask(os.fspath(log_dir), tp.topic, tp.partition, state.for_partition(tp)))
+            # Absolute: an executor resolves a relative path against its own working directory.
+            tasks.append(
+                PartitionTask(os.path.abspath(log_dir), tp.topic, tp.partition, state.for_partition(tp))
+            )
     return Listing(tasks, failed, notes)
 
 
@@ -196,7 +201,8 @@ def load_configs(
     for log_dir, config in resolved.items():
         for line in describe(log_dir, config):
             tell(line)
-    return {log_dir: config.configs for log_dir, config in resolved.items()}
+    # Keyed like the tasks: by absolute path (executors resolve relative paths elsewhere).
+    return {os.path.abspath(log_dir): config.configs for log_dir, config in resolved.items()}
 
 
 def tell(line: str) -> None:
@@ -213,23 +219,48 @@ def tell(line: str) -> None:
 
 
 def spark_session(master: str | None, app: str):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    """The job's SparkSession. Which Python the executors run:
+
+    * under spark-submit, whatever the submitter configured (``spark.pyspark.python``, which Spark passes
+      on as ``PYSPARK_PYTHON``, the ``PYSPARK_PYTHON`` variable, an ``--archives`` environment), else
+      Spark's default ``python3`` on each executor's ``PATH``: the driver's own interpreter is never
+      assumed to exist on another machine;
+    * embedded (this process starts Spark: ``kafka-log-jobs …``, a test, a notebook) with a local
+      master, this very interpreter, unless ``PYSPARK_PYTHON`` says otherwise: the executors are
+      processes of this machine.
+    """
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit (or the pyspark shell) started us
+    embedded_local = not submitted and (master is None or is_local_master(master))
+    if embedded_local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # embedded: stay on loopback
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded Spark
+    elif not submitted:
         builder = builder.master("local[*]")
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # embedded: stay on loopback
     session = (
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
+    if not is_local_master(session.sparkContext.master or "") and "PYSPARK_PYTHON" not in os.environ:
+        click.echo(
+            "note: nothing sets the executors' Python (spark.pyspark.python): they run python3 from their "
+            "PATH. Ship the environment `make dist` builds: --archives "
+            "dist/kafka-log-jobs-env.tar.gz#environment --conf spark.pyspark.python=./environment/bin/python",
+            err=True,
+        )
     return session
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``: executors in the driver's own JVM, on this
+    machine (``local-cluster[…]`` is a cluster: separate executor processes, as on real nodes)."""
+    return master == "local" or master.startswith("local[")
 
 
 def filthiest_first(row: dict) -> tuple:
@@ -249,7 +280,10 @@ def run_job(
     listing = list_tasks(log_dirs, topic_regex, writing=writing)
     for note in listing.notes:
         tell(note)
-    rows = run_distributed(spark, listing.tasks, fn)
+    rows = run_distributed(spark, listing.tasks, fn, row_defaults)
+    given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
+    for row in rows:  # the log dir as the user wrote it
+        row["log_dir"] = given.get(row["log_dir"], row["log_dir"])
     rows += [dict(row_defaults, **r) for r in listing.failed]
     rows.sort(key=order)
     said = set()
@@ -261,12 +295,83 @@ def run_job(
     return rows
 
 
-def run_distributed(spark, tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict]) -> list[dict]:
-    """Map ``fn`` over the tasks, one Spark task per partition directory."""
+def partition_bytes(task: PartitionTask) -> int:
+    """On-disk size of a partition directory as the driver sees it (0 when it cannot be read)."""
+    try:
+        with os.scandir(Path(task.log_dir) / task.tp.dir_name) as entries:
+            return sum(
+                e.stat(follow_symlinks=False).st_size for e in entries if e.is_file(follow_symlinks=False)
+            )
+    except OSError:
+        return 0
+
+
+def largest_first(tasks: Sequence[PartitionTask]) -> list[int]:
+    """Indexes of ``tasks`` by on-disk size, largest first (ties keep the listing order), so that one
+    huge partition starts at once instead of after all the small ones."""
+    sizes = [partition_bytes(t) for t in tasks]
+    return sorted(range(len(tasks)), key=lambda i: -sizes[i])
+
+
+def run_distributed(
+    spark, tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict], row_defaults: dict | None = None
+) -> list[dict]:
+    """Map ``fn`` over the tasks, one Spark task per partition directory, the largest partitions
+    started first; the rows come back in the order of ``tasks``."""
     if not tasks:
         return []
-    rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
-    return rdd.map(fn).collect()
+    order = largest_first(tasks)
+    guarded = functools.partial(on_executor, fn=fn, row_defaults=row_defaults or {})
+    rows = map_in_order(spark, [tasks[i] for i in order], guarded)
+    out: list[dict] = [{}] * len(tasks)
+    for i, row in zip(order, rows, strict=True):
+        out[i] = row
+    return out
+
+
+def map_in_order(spark, tasks: Sequence, fn: Callable) -> list:
+    """``fn`` over ``tasks`` with one slice (one Spark task) each: Spark launches a stage's tasks in
+    partition order, so ``tasks[0]`` starts first. Results come back in the same order."""
+    rdd = spark.sparkContext.parallelize(list(tasks), numSlices=len(tasks))
+    try:
+        return rdd.map(fn).collect()
+    except Exception as err:
+        hint = _environment_hint(str(err))
+        if hint is None:
+            raise
+        raise click.ClickException(
+            f"{hint}: ship the job's environment built from this checkout (`make dist`, then spark-submit "
+            "--archives dist/kafka-log-jobs-env.tar.gz#environment --conf "
+            "spark.pyspark.python=./environment/bin/python; see the README's cluster section)"
+        ) from None
+
+
+def _environment_hint(message: str) -> str | None:
+    """One line for a Spark task that failed before our code ran, because of the executors' Python."""
+    missing = re.search(r"ModuleNotFoundError: No module named '([^']+)'", message)
+    if missing:
+        return f"the executors' Python cannot import {missing.group(1)!r}"
+    stale = re.search(r"AttributeError: Can't get attribute '([^']+)' on <module '([^']+)'", message)
+    if stale:
+        return (
+            f"the executors' {stale.group(2)} has no {stale.group(1)!r}: they run another version of the jobs"
+        )
+    return None
+
+
+def on_executor(task: PartitionTask, fn: Callable[[PartitionTask], dict], row_defaults: dict) -> dict:
+    """What a Spark task runs: ``fn`` on the partition, or a failed row naming this host and the
+    directory when this executor does not see it (log dirs must be at the same path on every node)."""
+    directory = Path(task.log_dir) / task.tp.dir_name
+    if directory.is_dir():
+        return fn(task)
+    missing = directory if Path(task.log_dir).is_dir() else Path(task.log_dir)
+    reason = (
+        f"{missing}: no such directory on executor host {socket.gethostname()} (the driver listed it: "
+        "every node must see the log dirs at the same path, on a shared filesystem)"
+    )
+    return dict(row_defaults, log_dir=task.log_dir, topic=task.topic, partition=task.partition,
+                status="failed", reason=reason, duration_ms=0)  # fmt: skip
 
 
 def emit(

@@ -12,6 +12,7 @@ import click
 
 from jobs import compact, report, retain
 
+from . import package
 from .dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -34,6 +35,7 @@ def main() -> None:
 main.add_command(compact.command)
 main.add_command(retain.command)
 main.add_command(report.command)
+main.add_command(package.command)
 
 
 @main.command()

@@ -38,13 +38,13 @@ def assert_positive_ratios(report: dict, names: list[str]) -> None:
 
 
 def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
-    report = run_bench(tmp_path, "--skip", "spark,kafka")
+    report = run_bench(tmp_path, "--skip", "spark,kafka,skew")
     assert {"schema", "timestamp", "quick", "machine", "workload", "measurements", "sections", "ratios",
             "targets", "notes", "files"} <= set(report)  # fmt: skip
     assert report["quick"] is True
     for name in ("raw", "scan", "compaction", "memory"):
         assert report["sections"][name]["status"] == "ok", report["sections"][name]
-    for name in ("spark", "kafka"):
+    for name in ("spark", "kafka", "skew"):
         assert report["sections"][name]["status"] == "skipped"
     assert_positive_ratios(
         report,
@@ -66,7 +66,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
         assert row["seconds"] > 0 and row["bytes"] > 0 and row["mb_per_s"] > 0, row
         assert row["peak_rss"] is None or row["peak_rss"] > 0
     targets = {t["name"]: t for t in report["targets"]}
-    assert len(targets) == 9
+    assert len(targets) == 10
     for t in targets.values():
         assert t["comparison"] in (">=", "<=")
         assert t["verdict"].startswith(("MET", "MISSED", "NOT MEASURED"))
@@ -89,6 +89,33 @@ def test_quick_run_reports_spark_scaling(tmp_path):
     assert_positive_ratios(
         report, ["spark_local2_vs_local1_at_max_partitions", "spark_local1_mb_per_s_per_core"]
     )
+
+
+@pytest.mark.slow
+def test_quick_run_reports_skew_side_by_side(tmp_path):
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka")
+    skew = report["sections"]["skew"]
+    assert skew["status"] == "ok" and skew["cores"] == 2
+    runs = skew["runs"]
+    assert {n: r["partitions"] for n, r in runs.items()} == {
+        "large": 1,
+        "small": 15,
+        "mixed": 16,
+        "listing_order": 16,
+    }
+    assert skew["large_bytes"] == 8 * skew["small_bytes"]
+    assert (
+        runs["mixed"]["bytes"]
+        == runs["listing_order"]["bytes"]
+        == runs["large"]["bytes"] + runs["small"]["bytes"]
+    )
+    assert runs["mixed"]["records"] == runs["large"]["records"] + runs["small"]["records"]
+    assert set(runs["mixed"]["task_ms"]) == {f"skew-{p}" for p in range(16)}
+    assert_positive_ratios(
+        report, ["skew_mixed_vs_bound", "skew_listing_order_vs_bound", "skew_mixed_vs_listing_order"]
+    )
+    target = next(t for t in report["targets"] if t["name"].startswith("skew:"))
+    assert target["measured"] == report["ratios"]["skew_mixed_vs_bound"] and target["comparison"] == "<="
 
 
 def test_generator_output_decodes_with_kafka_python(tmp_path):
