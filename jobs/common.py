@@ -165,7 +165,8 @@ def load_configs(conf_dir, config_files, topic_configs, sets) -> ConfigSet:
         raise click.UsageError(str(err)) from err
 
 
-def spark_session(master: str | None, app: str):
+def spark_session(master: str | None, app: str, conf: dict[str, str] | None = None):
+    """The job's session (``conf``: settings only a new session can take, e.g. packages to load)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -176,6 +177,8 @@ def spark_session(master: str | None, app: str):
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded Spark
         builder = builder.master("local[*]")
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # embedded: stay on loopback
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     session = (
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
