@@ -93,8 +93,10 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
             break
         except Exception as err:  # a Spark error; the partition it names, if any, is left out
             found = failed_partition(str(err))
-            tp = None if found is None else TopicPartition(found[0], found[1])
-            if tp is None or tp in failed or tp not in {s.tp for s in todo}:
+            if found is None:
+                raise
+            tp = TopicPartition(found[0], found[1])
+            if tp in failed or tp not in {s.tp for s in todo}:
                 raise
             failed[tp] = {"log_dir": found[2], "topic": tp.topic, "partition": tp.partition}
             failed[tp].update(status="failed", reason=found[3])

@@ -99,17 +99,23 @@ class _RowMaker:
 
     def row(self, chunk: Chunk, batch: FileBatch, record, aborted: bool, base_offset: int) -> tuple:
         h = batch.header
-        v2 = isinstance(h, BatchHeader)
-        ts_type = h.timestamp_type if v2 else record.timestamp_type
+        if isinstance(h, BatchHeader):
+            ts_type, magic, sequence, horizon = (
+                h.timestamp_type,
+                h.magic,
+                h.base_sequence,
+                h.has_delete_horizon,
+            )
+        else:  # legacy: the record's own magic and timestamp type (a wrapper may differ, KAFKA-4298)
+            ts_type, magic, sequence, horizon = record.timestamp_type, record.magic, -1, False
         row: tuple = (record.key, record.value, *self.tp, record.offset, record.timestamp * 1000, ts_type)
         if self.headers:
             row += ([{"key": x.key, "value": x.value} for x in record.headers] or None,)
         if self.extras:
             row += (
-                h.magic if v2 else record.magic, compression.codec_name(h.compression), batch.is_transactional,
-                aborted, batch.producer_id, batch.producer_epoch, h.base_sequence if v2 else -1,
-                batch.partition_leader_epoch, v2 and h.has_delete_horizon, base_offset, batch.last_offset,
-                chunk.base_offset, batch.position,
+                magic, compression.codec_name(h.compression), batch.is_transactional, aborted,
+                batch.producer_id, batch.producer_epoch, sequence, batch.partition_leader_epoch, horizon,
+                base_offset, batch.last_offset, chunk.base_offset, batch.position,
             )  # fmt: skip
         return row
 
@@ -177,23 +183,26 @@ def batch_rows(split: Split) -> Iterator[tuple]:
     for chunk in split.chunks:
         for batch in _batches(chunk, _open(chunk)):
             h = batch.header
-            v2 = isinstance(h, BatchHeader)
-            base, count = (h.base_offset, h.records_count) if v2 else (None, None)
             try:
                 _check(batch)
-                records = _records(batch) if not v2 else []
-                if not v2:
-                    base, count = (records[0].offset if records else None), len(records)
+                records = [] if isinstance(h, BatchHeader) else _records(batch)
                 valid = True
             except KafkaLogError:
-                valid = False
+                records, valid = [], False
+            base: int | None
+            count: int | None
+            if isinstance(h, BatchHeader):
+                base, count = h.base_offset, h.records_count
+                horizon, sequence = (h.delete_horizon_ms if h.has_delete_horizon else None), h.base_sequence
+            else:  # a legacy entry: its records say where it starts
+                base, count = (records[0].offset if records else None), (len(records) if valid else None)
+                horizon, sequence = None, -1
             yield (
                 *tp, chunk.base_offset, batch.position, base, batch.last_offset, count, batch.size_in_bytes,
-                h.magic, TIMESTAMP_TYPES[h.timestamp_type], batch.max_timestamp,
-                h.delete_horizon_ms if v2 and h.has_delete_horizon else None,
+                h.magic, TIMESTAMP_TYPES[h.timestamp_type], batch.max_timestamp, horizon,
                 compression.codec_name(h.compression), batch.is_transactional, batch.is_control,
-                v2 and h.has_delete_horizon, batch.producer_id, batch.producer_epoch,
-                h.base_sequence if v2 else -1, batch.partition_leader_epoch, h.crc, valid,
+                horizon is not None, batch.producer_id, batch.producer_epoch, sequence,
+                batch.partition_leader_epoch, h.crc, valid,
             )  # fmt: skip
 
 

@@ -453,3 +453,54 @@ def test_offsets_by_timestamp_and_the_log_start_offset(kafka_log, tmp_path):
     latest = _read(kafka_log, tmp_path, startingTimestamp=str(TS + 10**9),
                    startingOffsetsByTimestampStrategy="latest", **options)  # fmt: skip
     assert latest.count() == 0
+
+
+# ------------------------------------------------------------------------------------------ the latest view
+def _rebuilt_state(recs: list[Rec], *, committed: bool, ends: dict[str, int]) -> dict[tuple, Rec]:
+    """What a consumer holds after reading each topic from its start to ``ends[topic]`` (or its end)
+    and folding it into a table."""
+    state: dict[tuple, Rec] = {}
+    for r in sorted(recs, key=lambda r: (r.topic, r.partition, r.offset)):
+        if r.control or r.key is None or (committed and r.aborted) or r.offset >= ends.get(r.topic, 1 << 62):
+            continue
+        if r.value is None:
+            state.pop((r.topic, r.partition, r.key), None)
+        else:
+            state[(r.topic, r.partition, r.key)] = r
+    return state
+
+
+def test_latest_view_is_the_last_record_of_each_key(kafka_log, tmp_path):
+    """Tombstoned keys absent, aborted transactions ignored (read_committed unless told otherwise), the
+    open transaction past the last stable offset not yet visible; legacy and compressed batches alike."""
+    written = _transactions_dir(tmp_path / "t") + _kafka_python_dir(tmp_path / "kp")
+    for isolation, end in (("read_committed", 11), ("read_uncommitted", 13)):
+        options = {"level": "latest", "includeHeaders": "true", "kafka.isolation.level": isolation}
+        latest = _read(kafka_log, [str(tmp_path / "t"), str(tmp_path / "kp")], **options)
+        state = _rebuilt_state(written, committed=isolation == "read_committed", ends={"t": end})
+        expected = _frame(kafka_log, list(state.values()), headers=True)
+        assert_df_equality(latest.orderBy(ORDER), expected.orderBy(ORDER))
+        assert latest.rdd.getNumPartitions() == 3  # one split per partition: it sees every key
+    committed = _read(kafka_log, tmp_path / "t", level="latest")
+    assert sorted((r.key, r.offset) for r in committed.collect()) == [(b"a", 2), (b"e", 9)]
+
+
+# ------------------------------------------------------------------------------------------ refusals
+def test_a_dataframe_whose_files_were_replaced_since_it_was_planned_is_refused(kafka_log, tmp_path):
+    written = _payments_dir(tmp_path)
+    records = _read(kafka_log, tmp_path)
+    assert records.count() == len(written)
+    segment = tmp_path / "payments-0" / f"{0:020d}.log"
+    data = segment.read_bytes()
+    segment.unlink()  # what a compaction's swap does: another file under the same name
+    segment.write_bytes(data[: len(data) // 2])
+    with pytest.raises(Exception, match="changed since this DataFrame was planned .*: load it again"):
+        records.count()
+
+
+def test_the_schema_is_fixed_and_bad_options_fail_at_load(kafka_log, tmp_path):
+    _payments_dir(tmp_path)
+    with pytest.raises(Exception, match="kafka-log has a fixed schema"):
+        kafka_log.read.format("kafka-log").schema("key binary").load(str(tmp_path)).collect()
+    with pytest.raises(Exception, match="kafka-log: option level='rows'"):
+        _read(kafka_log, tmp_path, level="rows")
