@@ -14,6 +14,7 @@ Spark's Kafka source options, where they make sense offline (same names, same va
     kafka.isolation.level    read_uncommitted | read_committed
     includeHeaders           false | true
     failOnDataLoss           true | false                          a starting offset below the log start
+    minPartitions            at least about this many Spark partitions (smaller splits)
 
 and ours: ``level`` (records | latest | batches | segments), ``end`` (high_watermark | log_end: what
 "latest" is), ``includeBatchColumns``, ``maxBytesPerSplit``. Other ``kafka.*`` options (a bootstrap
@@ -101,6 +102,7 @@ class ReadOptions:
     latest_when_no_match: bool = False  # startingOffsetsByTimestampStrategy=latest
     end: str = "high_watermark"
     max_bytes_per_split: int = DEFAULT_MAX_BYTES_PER_SPLIT
+    min_partitions: int | None = None
 
     @property
     def read_committed(self) -> bool:
@@ -129,6 +131,7 @@ class ReadOptions:
             == "latest",
             end=_choice(opts, "end", ENDS),
             max_bytes_per_split=_positive(opts, "maxbytespersplit", DEFAULT_MAX_BYTES_PER_SPLIT),
+            min_partitions=_positive(opts, "minpartitions", None),
         )
 
 
@@ -153,14 +156,14 @@ def _boolean(opts: Mapping[str, str], key: str, default: bool) -> bool:
     return value.strip().lower() == "true"
 
 
-def _positive(opts: Mapping[str, str], key: str, default: int) -> int:
+def _positive(opts: Mapping[str, str], key: str, default):
     value = opts.get(key)
     if value is None:
         return default
     try:
         number = int(value)
     except ValueError:
-        raise _fail(f"option {key}={value!r}: expected a number of bytes") from None
+        raise _fail(f"option {key}={value!r}: expected a whole number") from None
     if number <= 0:
         raise _fail(f"option {key}={value!r}: must be positive")
     return number

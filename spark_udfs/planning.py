@@ -131,27 +131,48 @@ def _log_dirs(paths: tuple[str, ...]) -> Iterator[tuple[Path, list[TopicPartitio
 
 # ------------------------------------------------------------------------------------------ the plan
 def plan(options: ReadOptions) -> list[Split]:
-    splits: list[Split] = []
+    planned: list[_Planned] = []
     for source in find_partitions(options):
         try:
-            splits += _plan_partition(options, source)
+            planned.append(_plan_partition(options, source))
         except (KafkaLogError, OSError) as err:
             if isinstance(err, UsageError):
                 raise
             raise PartitionReadError.wrap(source.topic, source.partition, source.log_dir, err) from err
-    return splits
+    max_bytes = options.max_bytes_per_split
+    if options.min_partitions:  # Spark's minPartitions: smaller splits, about that many in all
+        total = sum(high - low for p in planned for _, low, high in p.pieces)
+        max_bytes = max(1, min(max_bytes, -(-total // options.min_partitions)))
+    return [split for p in planned for split in p.splits(max_bytes)]
 
 
-def _plan_partition(options: ReadOptions, source: PartitionSource) -> list[Split]:
+@dataclass(frozen=True)
+class _Planned:
+    """One partition's read before it is cut into splits: byte ranges of segments, in offset order."""
+
+    source: PartitionSource
+    pieces: list[tuple[Segment, int, int]]
+    start: int
+    end: int
+    aborted: tuple[tuple[int, int, int], ...] = ()
+    whole: bool = False  # one split, however large (the latest view; the segments level)
+    describe_files: bool = False  # the segments level: a split even without bytes to read
+
+    def splits(self, max_bytes: int) -> list[Split]:
+        if self.whole:
+            chunks = tuple(_chunk(*piece) for piece in self.pieces)
+            keep = chunks or self.describe_files
+            return [Split(self.source, chunks, self.start, self.end, self.aborted)] if keep else []
+        return _pack(self.source, self.pieces, max_bytes, self.start, self.end, self.aborted)
+
+
+def _plan_partition(options: ReadOptions, source: PartitionSource) -> _Planned:
     log = PartitionLog.open(source.log_dir, source.tp, source.checkpoints)
     if options.level == "segments":
-        return [Split(source, (), log.log_start_offset, log.log_end_offset)]
+        return _Planned(source, [], log.log_start_offset, log.log_end_offset, whole=True, describe_files=True)
     if options.level == "batches":
-        pieces = [(s, 0, s.size) for s in log.segments if s.size]
-        return _pack(source, pieces, options.max_bytes_per_split, 0, log.log_end_offset, ())
+        return _Planned(source, [(s, 0, s.size) for s in log.segments if s.size], 0, log.log_end_offset)
     start, end = offset_range(options, log)
-    if start >= end:
-        return []
     pieces = []
     for i, segment in enumerate(log.segments_in(start, end)):
         low = _floor_position(segment, start) if i == 0 else 0
@@ -159,14 +180,13 @@ def _plan_partition(options: ReadOptions, source: PartitionSource) -> list[Split
         if high > low:
             pieces.append((segment, low, high))
     aborted: tuple[tuple[int, int, int], ...] = ()
-    if options.read_committed or options.include_batch_columns:
+    if pieces and (options.read_committed or options.include_batch_columns):
         aborted = tuple(
             (t.producer_id, t.first_offset, t.last_offset)
             for t in log.collect_aborted_transactions(start, end)
         )
-    if options.level == "latest":  # one split: the view must see every key of the partition
-        return [Split(source, tuple(_chunk(*p) for p in pieces), start, end, aborted)]
-    return _pack(source, pieces, options.max_bytes_per_split, start, end, aborted)
+    # The latest view reads a partition in one split: it has to see every key.
+    return _Planned(source, pieces, start, end, aborted, whole=options.level == "latest")
 
 
 def offset_range(options: ReadOptions, log: PartitionLog) -> tuple[int, int]:

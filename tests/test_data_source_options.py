@@ -175,3 +175,17 @@ def test_partitions_across_log_dirs_and_refusals(tmp_path):
     }
     with pytest.raises(UsageError, match="orders-1 would start at offset 9, after its latest offset 2"):
         planning.plan(ReadOptions.parse(starting_late))
+
+
+def test_min_partitions_makes_smaller_splits(tmp_path):
+    """Spark's minPartitions: about that many splits in all, cut at index entries as always."""
+    _big_log(tmp_path)
+    options = ReadOptions.parse({"path": str(tmp_path), "minPartitions": "12"})
+    splits = planning.plan(options)
+    assert 12 <= len(splits) <= 16
+    assert [r[4] for s in splits if s.source.partition == 0 for r in rows.record_rows(s, options)] == list(
+        range(320)
+    )
+    assert len(planning.plan(ReadOptions.parse({"path": str(tmp_path)}))) == 2  # one per partition
+    latest = ReadOptions.parse({"path": str(tmp_path), "minPartitions": "12", "level": "latest"})
+    assert len(planning.plan(latest)) == 2  # the latest view never splits a partition
