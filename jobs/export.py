@@ -22,7 +22,7 @@ import click
 from pyspark.sql.types import LongType
 
 from jobs import common
-from kafka_log_core.errors import UsageError
+from kafka_log_core.errors import KafkaLogError, UsageError
 from kafka_log_core.filenames import TopicPartition
 from spark_udfs import packages, planning
 from spark_udfs.errors import failed_partition
@@ -200,6 +200,9 @@ def command(log_dirs, topic_regex, out, view, fmt, isolation_level, include_head
         list_partitions(source_options(log_dirs, topic_regex, settings))
     except UsageError as err:
         raise click.UsageError(str(err)) from err
+    except KafkaLogError as err:  # e.g. a malformed checkpoint: the broker would take the log dir offline
+        click.echo(f"error: {err}", err=True)
+        sys.exit(1)
     conf = (
         {**packages.packages_conf([packages.delta_package()]), **packages.delta_conf()}
         if fmt == "delta"

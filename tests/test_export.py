@@ -136,3 +136,12 @@ def test_spark_submit_and_the_cli_agree(spark, tmp_path):
     ]
     cli, submitted = (spark.read.parquet(str(tmp_path / side)) for side in ("cli", "submit"))
     assert_df_equality(submitted.orderBy(ORDER), cli.orderBy(ORDER))
+
+
+def test_a_malformed_checkpoint_is_one_line_and_nothing_is_written(spark, tmp_path):
+    log_dirs, _ = _dirs(tmp_path)
+    (Path(log_dirs[0]) / "replication-offset-checkpoint").write_text("0\n2\npayments 0 7\n")
+    result = CliRunner().invoke(main, ["export", "--log-dir", log_dirs[0], "--out", str(tmp_path / "x")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "replication-offset-checkpoint" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
