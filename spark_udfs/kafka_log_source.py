@@ -24,6 +24,7 @@ what changed on disk since; a segment file replaced since (a compaction) is refu
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -77,19 +78,16 @@ class KafkaLogReader(DataSourceReader):
         if not isinstance(partition, planning.Split):
             return  # nothing selected: Spark still runs one empty task
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        names = arrow_schema.names
-        columns: dict[str, list] = {name: [] for name in names}
-        count = 0
-        for row in _guarded(partition, rows.rows(partition, self.options)):
-            for name, value in zip(names, row, strict=True):
-                columns[name].append(value)
-            count += 1
-            if count == ROWS_PER_ARROW_BATCH:
-                yield pa.RecordBatch.from_pydict(columns, schema=arrow_schema)
-                columns = {name: [] for name in names}
-                count = 0
-        if count:
-            yield pa.RecordBatch.from_pydict(columns, schema=arrow_schema)
+        found = _guarded(partition, rows.rows(partition, self.options))
+        while batch := list(itertools.islice(found, ROWS_PER_ARROW_BATCH)):
+            columns = zip(*batch, strict=True)  # rows to columns, in C
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array(column, type=field.type)
+                    for column, field in zip(columns, arrow_schema, strict=True)
+                ],
+                schema=arrow_schema,
+            )
 
 
 def _guarded(split: planning.Split, found: Iterator[tuple]) -> Iterator[tuple]:
