@@ -274,6 +274,24 @@ def test_batch_columns_show_what_only_the_log_knows(spark, parity):
     assert segments.count() > 2 * PARTITIONS  # small segments: the records span several files
 
 
+def test_transaction_markers_are_batches_not_records(spark, parity):
+    """Every offset below the high watermark of a never-compacted log is a record Spark's Kafka source
+    returned or a transaction marker; the markers are exactly the control batches of the batches level."""
+    delivered = spark.read.parquet(str(parity.spark_kafka[CASES[0]])).select("partition", "offset").collect()
+    by_partition: dict[int, set[int]] = {p: set() for p in range(PARTITIONS)}
+    for r in delivered:
+        by_partition[r.partition].add(r.offset)
+    batches = kafka_log(spark, parity.log_dir, subscribe=TOPIC, level="batches").where("is_control")
+    markers = {(r.partition, r.base_offset) for r in batches.select("partition", "base_offset").collect()}
+    expected = {
+        (p, o)
+        for p in range(PARTITIONS)
+        for o in range(parity.high_watermarks[p])
+        if o not in by_partition[p]
+    }
+    assert markers == expected and len(markers) >= 2 * PARTITIONS  # a COMMIT and an ABORT at least
+
+
 # ------------------------------------------------------------------------------------------ latest, export
 def consumer_state(consumed: list[ConsumedRecord]) -> dict[tuple[int, bytes], tuple]:
     """The table a consumer builds from the topic: the last value of each key, deleted by a tombstone."""
