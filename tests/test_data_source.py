@@ -311,13 +311,23 @@ WHERE = {  # where clause -> predicate over a written record
 }
 
 
-def test_the_filter_leak_from_the_issue_stays_fixed(kafka_log, tmp_path):
-    """A filter on a derived DataFrame used to leak back into its base DataFrame."""
+@pytest.mark.parametrize("pushdown", ["false", "true"])
+def test_the_filter_leak_from_the_issue_stays_fixed(kafka_log, tmp_path, pushdown):
+    """A filter on a derived DataFrame used to leak back into its base DataFrame; with Python filter
+    pushdown switched on for the session too (the source takes no filters, Spark keeps them all)."""
     written = _payments_dir(tmp_path)
-    records = _read(kafka_log, tmp_path)
-    assert records.count() == len(written)
-    assert records.where("topic='payments' AND partition=0 AND offset>=10 AND offset<20").count() == 10
-    assert records.count() == len(written)
+    conf = "spark.sql.python.filterPushdown.enabled"
+    before = kafka_log.conf.get(conf)
+    kafka_log.conf.set(conf, pushdown)
+    try:
+        records = _read(kafka_log, tmp_path)
+        assert records.count() == len(written)
+        assert records.where("topic='payments' AND partition=0 AND offset>=10 AND offset<20").count() == 10
+        assert records.count() == len(written)
+        assert records.where("topic = 'refunds'").count() == 60
+        assert records.count() == len(written)
+    finally:
+        kafka_log.conf.set(conf, before)
 
 
 def test_dataframes_reused_across_filtered_queries_in_any_order(kafka_log, tmp_path):
