@@ -218,8 +218,9 @@ def tell(line: str) -> None:
         click.echo(line, err=True)
 
 
-def spark_session(master: str | None, app: str):
-    """The job's SparkSession. Which Python the executors run:
+def spark_session(master: str | None, app: str, conf: dict[str, str] | None = None):
+    """The job's SparkSession (``conf``: settings only a new session can take, e.g. packages to load).
+    Which Python the executors run:
 
     * under spark-submit, whatever the submitter configured (``spark.pyspark.python``, which Spark passes
       on as ``PYSPARK_PYTHON``, the ``PYSPARK_PYTHON`` variable, an ``--archives`` environment), else
@@ -241,6 +242,8 @@ def spark_session(master: str | None, app: str):
         builder = builder.master(master)
     elif not submitted:
         builder = builder.master("local[*]")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     session = (
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")

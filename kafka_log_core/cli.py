@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from jobs import compact, report, retain
+from jobs import compact, export, report, retain
 
 from . import package
 from .dump import (
@@ -30,12 +30,13 @@ def main() -> None:
     """Offline jobs on Kafka's on-disk log format (segments, indexes, checkpoints)."""
 
 
-# Subcommands: `compact`, `retain`, `report` and `offsets` are registered here, next to `dump`
+# Subcommands: `compact`, `retain`, `report`, `export` and `offsets` are registered here, next to `dump`
 # (a `@main.command()` function below, or `main.add_command(...)` of a command defined in jobs/).
 main.add_command(compact.command)
 main.add_command(retain.command)
 main.add_command(report.command)
 main.add_command(package.command)
+main.add_command(export.command)
 
 
 @main.command()

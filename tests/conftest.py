@@ -13,21 +13,33 @@ pytest_plugins = ["kafka_harness"]
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[2] SparkSession for the whole test run, UI off."""
+    """One local[2] SparkSession for the whole test run, UI off.
+
+    It loads Spark's Kafka connector (the data source is compared with Spark's own Kafka source) and
+    Delta Lake (the export job writes Delta tables); Spark's Ivy resolves both from Maven Central when the
+    session starts, cached in ~/.ivy2 (spark_udfs.packages).
+    """
     from pyspark.sql import SparkSession
+
+    from spark_udfs import packages
 
     # Executors run this interpreter (the virtualenv's), as the jobs' own session builder arranges.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("kafka-log-jobs-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", "2g")
         .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
+        # Delta reads its log with 50 tasks by default; the tests' tables are small.
+        .config("spark.databricks.delta.snapshotPartitions", "2")
     )
+    wanted = [packages.kafka_connector_package(), packages.delta_package()]
+    for key, value in {**packages.packages_conf(wanted), **packages.delta_conf()}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     yield session
     session.stop()

@@ -1,0 +1,233 @@
+"""Export: topics as tables. The ``kafka-log`` data source's ``latest`` view (one row per key: what a
+consumer that rebuilt its state from the topic holds) or its records, written as Parquet or as a Delta
+Lake table, partitioned by topic, ready for SQL.
+
+spark-submit jobs/export.py --log-dir /data/kafka-logs --out /tables/orders [--format parquet|delta] ...
+kafka-log-jobs export --log-dir /data/kafka-logs --out /tables/orders [options]
+
+The table is replaced as a whole (Spark's overwrite; a Delta overwrite is one commit), so a run killed at
+any instant and run again ends with the same table. A partition that cannot be read is left out, with one
+failed row naming the file and position; the other partitions are exported. The result table has one row
+per partition: its rows in the table and their first and last offsets, read back from the table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import click
+from pyspark.sql.types import LongType
+
+from jobs import common
+from kafka_log_core.errors import KafkaLogError, UsageError
+from kafka_log_core.filenames import TopicPartition
+from spark_udfs import packages, planning
+from spark_udfs.errors import failed_partition
+from spark_udfs.options import ReadOptions
+
+SCHEMA = common.result_schema(("rows", LongType()), ("first_offset", LongType()), ("last_offset", LongType()))
+COLUMNS = [f.name for f in SCHEMA.fields]
+VIEWS = ("latest", "records")
+FORMATS = ("parquet", "delta")
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    out: str
+    view: str = "latest"
+    fmt: str = "parquet"
+    isolation_level: str = "read_committed"
+    include_headers: bool = False
+    options: tuple[tuple[str, str], ...] = ()  # more kafka-log options, e.g. startingOffsets
+
+
+def source_options(
+    log_dirs: Sequence[str], topic_regex: str | None, settings: ExportSettings
+) -> dict[str, str]:
+    """The ``kafka-log`` options of an export (``paths`` as Spark passes several load paths)."""
+    options = {
+        "paths": json.dumps(list(log_dirs)),
+        "level": settings.view,
+        "kafka.isolation.level": settings.isolation_level,
+        "includeHeaders": str(settings.include_headers).lower(),
+    }
+    if topic_regex:  # as the other jobs' --topic: a full match, internal topics included
+        options.update({"subscribePattern": topic_regex, "kafka.exclude.internal.topics": "false"})
+    options.update(dict(settings.options))
+    return options
+
+
+def _assign(options: dict[str, str], partitions: Sequence[TopicPartition]) -> dict[str, str]:
+    topics: dict[str, list[int]] = {}
+    for tp in partitions:
+        topics.setdefault(tp.topic, []).append(tp.partition)
+    narrowed = {k: v for k, v in options.items() if k not in ("subscribePattern", "subscribe", "assign")}
+    return {**narrowed, "assign": json.dumps(topics)}
+
+
+def list_partitions(options: dict[str, str]) -> list[planning.PartitionSource]:
+    """The partitions an export reads (a bad option or log dir raises UsageError)."""
+    return planning.find_partitions(ReadOptions.parse(options))
+
+
+def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: ExportSettings) -> list[dict]:
+    """Write the table; return one result row per partition (exported or failed)."""
+    import spark_udfs
+
+    spark_udfs.register(spark)
+    options = source_options(log_dirs, topic_regex, settings)
+    sources = list_partitions(options)
+    failed: dict[TopicPartition, dict] = {}
+    while True:
+        todo = [s for s in sources if s.tp not in failed]
+        if not todo:
+            break
+        reader = spark.read.format("kafka-log")
+        for key, value in _assign(options, [s.tp for s in todo]).items():
+            reader = reader.option(key, value)
+        try:
+            _write(reader.load(), settings)
+            break
+        except Exception as err:  # a Spark error; the partition it names, if any, is left out
+            found = failed_partition(str(err))
+            if found is None:
+                raise
+            tp = TopicPartition(found[0], found[1])
+            if tp in failed or tp not in {s.tp for s in todo}:
+                raise
+            failed[tp] = {"log_dir": found[2], "topic": tp.topic, "partition": tp.partition}
+            failed[tp].update(status="failed", reason=found[3])
+    counts = _read_back(spark, settings) if len(failed) < len(sources) else {}
+    rows = []
+    for s in sources:
+        if s.tp in failed:
+            rows.append(failed[s.tp])
+            continue
+        n, first, last = counts.get((s.topic, s.partition), (0, None, None))
+        rows.append({"log_dir": s.log_dir, "topic": s.topic, "partition": s.partition, "status": "exported",
+                     "reason": None, "rows": n, "first_offset": first, "last_offset": last})  # fmt: skip
+    return [{c: r.get(c) for c in COLUMNS} for r in sorted(rows, key=common.by_partition)]
+
+
+def _write(df, settings: ExportSettings) -> None:
+    writer = df.write.mode("overwrite").partitionBy("topic")
+    if settings.fmt == "delta":
+        writer.format("delta").option("overwriteSchema", "true").save(settings.out)
+    else:
+        writer.parquet(settings.out)
+
+
+def _read_back(spark, settings: ExportSettings) -> dict[tuple[str, int], tuple[int, int, int]]:
+    from pyspark.sql import functions as F
+
+    table = spark.read.format(settings.fmt).load(settings.out)
+    found = table.groupBy("topic", "partition").agg(F.count("*"), F.min("offset"), F.max("offset")).collect()
+    return {(r[0], r[1]): (r[2], r[3], r[4]) for r in found}
+
+
+def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{value!r}: expected KEY=VALUE", param_hint="'--option'")
+        out.append((key.strip(), rest))
+    return tuple(out)
+
+
+@click.command("export")
+@click.option(
+    "--log-dir",
+    "log_dirs",
+    multiple=True,
+    required=True,
+    type=click.Path(file_okay=False),
+    help="A Kafka log.dirs entry (repeatable; several = one JBOD broker).",
+)
+@click.option("--topic", "topic_regex", default=None, help="Only topics matching this regex (full match).")
+@click.option("--out", required=True, help="Where the table goes (a directory; replaced).")
+@click.option(
+    "--view",
+    type=click.Choice(VIEWS),
+    default="latest",
+    show_default=True,
+    help="latest: one row per key (tombstoned keys absent); records: every record.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="parquet",
+    show_default=True,
+    help="Parquet files, or a Delta Lake table.",
+)
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_committed", "read_uncommitted"]),
+    default="read_committed",
+    show_default=True,
+    help="Aborted transactions left out, or kept.",
+)
+@click.option("--include-headers", is_flag=True, help="Add the records' headers column.")
+@click.option(
+    "--option",
+    "more_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Any kafka-log read option, e.g. startingOffsets={...} or includeBatchColumns=true.",
+)
+@click.option(
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default=None,
+    help="Result format on standard output (default: table on a terminal, else json).",
+)
+@click.option(
+    "--report-path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the result table to PATH (.json or .parquet).",
+)
+@click.option("--master", default=None, help="Spark master URL (default: spark-submit's, else local[*]).")
+def command(log_dirs, topic_regex, out, view, fmt, isolation_level, include_headers, more_options, output,
+            report_path, master):  # fmt: skip
+    """Write topics as a table (Parquet or Delta, partitioned by topic): the latest view or the records."""
+    settings = ExportSettings(out, view, fmt, isolation_level, include_headers, _key_values(more_options))
+    try:
+        list_partitions(source_options(log_dirs, topic_regex, settings))
+    except UsageError as err:
+        raise click.UsageError(str(err)) from err
+    except KafkaLogError as err:  # e.g. a malformed checkpoint: the broker would take the log dir offline
+        click.echo(f"error: {err}", err=True)
+        sys.exit(1)
+    conf = (
+        {**packages.packages_conf([packages.delta_package()]), **packages.delta_conf()}
+        if fmt == "delta"
+        else {}
+    )
+    spark = common.spark_session(master, "kafka-log-jobs export", conf=conf)
+    if fmt == "delta" and not packages.has_delta(spark):
+        raise click.UsageError(
+            f"--format delta needs Delta Lake in the Spark session: spark-submit --packages "
+            f"{packages.delta_package()} --conf spark.sql.extensions={packages.DELTA_EXTENSION} "
+            f"--conf spark.sql.catalog.spark_catalog={packages.DELTA_CATALOG} jobs/export.py ..."
+        )
+    try:
+        rows = run(spark, log_dirs, topic_regex, settings)
+    except Exception as err:  # a Spark failure that names no partition: one line, not a traceback
+        click.echo(f"error: export to {out} failed: {_first_line(err)}", err=True)
+        sys.exit(1)
+    common.emit(rows, SCHEMA, COLUMNS, spark, output, report_path, f"export ({view}, {fmt}) to {out}")
+    sys.exit(common.exit_status(rows))
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+if __name__ == "__main__":
+    command()

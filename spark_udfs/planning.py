@@ -1,0 +1,317 @@
+"""Planning a ``kafka-log`` read on the driver: which partitions, which offsets, which byte ranges.
+
+Every plan is computed from the :class:`~spark_udfs.options.ReadOptions` alone (they belong to the
+DataFrame and never change), so nothing one query does can change what another reads.
+
+* **Partitions**: every live partition directory of the given log dirs (several dirs = a JBOD broker;
+  a partition directory alone is read as such), chosen by assign / subscribe / subscribePattern.
+* **Offsets**, per partition, as a consumer would see them: ``earliest`` is the log start offset;
+  ``latest`` the high watermark (``replication-offset-checkpoint``, the log end offset when the
+  partition has no entry, or always with ``end=log_end``), and for ``read_committed`` the last stable
+  offset: below the first offset of the oldest open transaction (the producer state, as the broker
+  rebuilds it). A timestamp gives the first record at or after it that a consumer could fetch
+  (ListOffsets, spec cleaner §10 Q2).
+* **Splits**: the bytes to read, cut at offset-index entries so that one Spark task reads at most about
+  ``maxBytesPerSplit`` bytes (a whole partition only when it is smaller). A cut at an index entry is a
+  batch start, so every batch belongs to exactly one split. The ``latest`` view reads each partition in
+  one split: it has to see every key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pyspark.sql.datasource import InputPartition
+
+from kafka_log_core.errors import CorruptIndexError, KafkaLogError, UsageError
+from kafka_log_core.filenames import TopicPartition, list_partition_dirs, parse_partition_dir
+from kafka_log_core.log_dir import LogDirState, PartitionCheckpoints
+from kafka_log_core.offsets import offset_for_time
+from kafka_log_core.partition_log import PartitionLog
+from kafka_log_core.producer_state import build_producer_table
+from kafka_log_core.segment import Segment
+from spark_udfs.errors import PartitionReadError
+from spark_udfs.options import EARLIEST, LATEST, Bound, ReadOptions
+
+
+@dataclass(frozen=True, order=True)
+class PartitionSource:
+    """One partition directory to read, with its entries of its log dir's checkpoints."""
+
+    topic: str
+    partition: int
+    log_dir: str
+    checkpoints: PartitionCheckpoints
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Batches of one segment starting in ``[start, stop)`` (byte positions). ``size`` and ``inode``
+    are the ``.log`` as planned: a file replaced or shortened since is refused when read."""
+
+    path: str
+    base_offset: int
+    start: int
+    stop: int
+    size: int
+    inode: int
+
+    @property
+    def length(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Split(InputPartition):
+    """One Spark partition: chunks of one partition, in offset order, and the offsets to return."""
+
+    source: PartitionSource
+    chunks: tuple[Chunk, ...]
+    start_offset: int  # records with start_offset <= offset < end_offset
+    end_offset: int
+    aborted: tuple[tuple[int, int, int], ...] = ()  # (producer id, first offset, ABORT marker offset)
+
+
+# ------------------------------------------------------------------------------------------ partitions
+def find_partitions(options: ReadOptions) -> list[PartitionSource]:
+    """The selected partition directories of every given path, sorted; one partition in two log dirs is
+    refused (a JBOD broker keeps each partition in one dir)."""
+    found: dict[TopicPartition, PartitionSource] = {}
+    for log_dir, listed in _log_dirs(options.paths):
+        state = LogDirState.read(log_dir)
+        for tp in listed:
+            if not options.selection.admits(tp):
+                continue
+            if tp in found:
+                raise UsageError(f"kafka-log: {tp} is in two log dirs: {found[tp].log_dir} and {log_dir}")
+            found[tp] = PartitionSource(tp.topic, tp.partition, os.fspath(log_dir), state.for_partition(tp))
+    if options.selection.kind == "assign":
+        missing = sorted(options.selection.partitions - set(found))
+        if missing:
+            raise UsageError(
+                f"kafka-log: assign names {', '.join(map(str, missing))}, in none of the log dirs"
+            )
+    named = (options.starting.named() | options.ending.named()) - set(found)
+    if named:
+        raise UsageError(
+            f"kafka-log: the offsets options name {', '.join(map(str, sorted(named)))}, which are not read"
+        )
+    return sorted(found.values())
+
+
+def expand_paths(paths: tuple[str, ...]) -> list[Path]:
+    """``load(["/d1", "/d2"])`` or ``load("/d1,/d2")``; a path that exists is never split at commas."""
+    out = []
+    for path in paths:
+        parts = [path] if os.path.isdir(path) or "," not in path else [p.strip() for p in path.split(",")]
+        out += [Path(p) for p in parts if p]
+    return out
+
+
+def _log_dirs(paths: tuple[str, ...]) -> Iterator[tuple[Path, list[TopicPartition]]]:
+    """Each path as (log dir, partitions): a log dir, or a single partition directory inside one."""
+    for path in expand_paths(paths):
+        if not path.is_dir():
+            raise UsageError(f"kafka-log: {path} is not a directory")
+        listed = [tp for tp, _ in list_partition_dirs(path)]
+        single = parse_partition_dir(path.name)
+        if not listed and single is not None:
+            yield path.parent, [single]
+        else:
+            yield path, listed
+
+
+# ------------------------------------------------------------------------------------------ the plan
+def plan(options: ReadOptions) -> list[Split]:
+    planned: list[_Planned] = []
+    for source in find_partitions(options):
+        try:
+            planned.append(_plan_partition(options, source))
+        except (KafkaLogError, OSError) as err:
+            if isinstance(err, UsageError):
+                raise
+            raise PartitionReadError.wrap(source.topic, source.partition, source.log_dir, err) from err
+    max_bytes = options.max_bytes_per_split
+    if options.min_partitions:  # Spark's minPartitions: smaller splits, about that many in all
+        total = sum(high - low for p in planned for _, low, high in p.pieces)
+        max_bytes = max(1, min(max_bytes, -(-total // options.min_partitions)))
+    return [split for p in planned for split in p.splits(max_bytes)]
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One partition's read before it is cut into splits: byte ranges of segments, in offset order."""
+
+    source: PartitionSource
+    pieces: list[tuple[Segment, int, int]]
+    start: int
+    end: int
+    aborted: tuple[tuple[int, int, int], ...] = ()
+    whole: bool = False  # one split, however large (the latest view; the segments level)
+    describe_files: bool = False  # the segments level: a split even without bytes to read
+
+    def splits(self, max_bytes: int) -> list[Split]:
+        if self.whole:
+            chunks = tuple(_chunk(*piece) for piece in self.pieces)
+            keep = chunks or self.describe_files
+            return [Split(self.source, chunks, self.start, self.end, self.aborted)] if keep else []
+        return _pack(self.source, self.pieces, max_bytes, self.start, self.end, self.aborted)
+
+
+def _plan_partition(options: ReadOptions, source: PartitionSource) -> _Planned:
+    log = PartitionLog.open(source.log_dir, source.tp, source.checkpoints)
+    if options.level == "segments":
+        return _Planned(source, [], log.log_start_offset, log.log_end_offset, whole=True, describe_files=True)
+    if options.level == "batches":
+        return _Planned(source, [(s, 0, s.size) for s in log.segments if s.size], 0, log.log_end_offset)
+    start, end = offset_range(options, log)
+    pieces = []
+    for i, segment in enumerate(log.segments_in(start, end)):
+        low = _floor_position(segment, start) if i == 0 else 0
+        high = _position_after(segment, end)
+        if high > low:
+            pieces.append((segment, low, high))
+    aborted: tuple[tuple[int, int, int], ...] = ()
+    if pieces and (options.read_committed or options.include_batch_columns):
+        aborted = tuple(
+            (t.producer_id, t.first_offset, t.last_offset)
+            for t in log.collect_aborted_transactions(start, end)
+        )
+    # The latest view reads a partition in one split: it has to see every key.
+    return _Planned(source, pieces, start, end, aborted, whole=options.level == "latest")
+
+
+def offset_range(options: ReadOptions, log: PartitionLog) -> tuple[int, int]:
+    """[start, end) of one partition, as Spark's Kafka source would resolve its options on a broker."""
+    tp = log.tp
+    latest = log.high_watermark if options.end == "high_watermark" else log.log_end_offset
+    if options.read_committed:
+        first_unstable = build_producer_table(log, 0, None).first_unstable_offset()
+        if first_unstable is not None:
+            latest = max(min(latest, first_unstable), log.log_start_offset)
+    start = _resolve(options.starting, tp, log, latest, options, is_start=True)
+    end = _resolve(options.ending, tp, log, latest, options, is_start=False)
+    if start > latest:
+        raise UsageError(
+            f"kafka-log: {tp} would start at offset {start}, after its latest offset {latest}"
+            + (" (the last stable offset)" if options.read_committed else "")
+        )
+    if start > end:
+        raise UsageError(f"kafka-log: {tp} would start at offset {start}, after its ending offset {end}")
+    return start, end
+
+
+def _resolve(bound: Bound, tp: TopicPartition, log: PartitionLog, latest: int, options, *, is_start) -> int:
+    kind, value = bound.for_partition(tp)
+    if kind == "timestamp":
+        found = _offset_for_timestamp(log, value, latest)
+        if found is not None:
+            return found
+        if is_start and not options.latest_when_no_match:
+            raise UsageError(
+                f"kafka-log: no offset of {tp} matches the timestamp {value} (no record at or after it "
+                "below the latest offset); startingOffsetsByTimestampStrategy=latest starts there instead"
+            )
+        return latest
+    if value == EARLIEST:
+        return log.log_start_offset
+    if value == LATEST:
+        return latest
+    if value < log.log_start_offset:
+        if not is_start:
+            raise UsageError(
+                f"kafka-log: endingOffsets for {tp} is {value}, below its log start offset {log.log_start_offset}"
+            )
+        if options.fail_on_data_loss:
+            raise UsageError(
+                f"kafka-log: startingOffsets for {tp} is {value}, below its log start offset "
+                f"{log.log_start_offset}: those records are gone (failOnDataLoss=false starts at the log start)"
+            )
+        return log.log_start_offset
+    return value if is_start else min(value, latest)
+
+
+def _offset_for_timestamp(log: PartitionLog, timestamp: int, latest: int) -> int | None:
+    """ListOffsets for a timestamp, as the broker answers a consumer: the special values -2 and -1 (and
+    -3, the largest timestamp), or the first record at or after ``timestamp``; an answer at or past the
+    last fetchable offset (``latest``) is no answer."""
+    if timestamp == EARLIEST:
+        return log.log_start_offset
+    if timestamp == LATEST:
+        return latest
+    found = offset_for_time(log, timestamp) if timestamp >= -3 else None
+    return found if found is not None and found < latest else None
+
+
+# ------------------------------------------------------------------------------------------ splits
+def _floor_position(segment: Segment, offset: int) -> int:
+    """Where a read of ``offset`` starts in ``segment``: its offset-index floor (every batch before it
+    ends below ``offset``)."""
+    position = segment.offset_index.lookup(offset).position
+    if position > segment.size:
+        raise CorruptIndexError(
+            f"entry for offset {offset} points at position {position}, past the end of the log "
+            f"({segment.size} bytes)",
+            segment.index_path,
+        )
+    return position
+
+
+def _position_after(segment: Segment, end: int) -> int:
+    """A position from which every batch holds offsets >= ``end`` only: the index entry after the first
+    one that reaches ``end - 1`` (whatever follows an entry was written after it), else the file end."""
+    offsets = segment.offset_index.offsets
+    k = int(np.searchsorted(offsets, np.int64(end - 1), side="left"))
+    if k + 1 >= len(offsets):
+        return segment.size
+    return min(int(segment.offset_index.positions[k + 1]), segment.size)
+
+
+def _cuts(segment: Segment, low: int, high: int, max_bytes: int) -> list[tuple[int, int]]:
+    """[low, high) cut at offset-index positions into pieces of at most ``max_bytes`` where the index
+    allows (a piece is never smaller than the gap between two entries)."""
+    if high - low <= max_bytes:
+        return [(low, high)]
+    positions = segment.offset_index.positions
+    out, current = [], low
+    while high - current > max_bytes:
+        i = int(np.searchsorted(positions, current + max_bytes, side="right")) - 1
+        if i < 0 or positions[i] <= current:  # no entry within reach: the next one
+            i = int(np.searchsorted(positions, current, side="right"))
+        if i >= len(positions) or positions[i] >= high:
+            break
+        out.append((current, int(positions[i])))
+        current = int(positions[i])
+    out.append((current, high))
+    return out
+
+
+def _chunk(segment: Segment, low: int, high: int) -> Chunk:
+    stat = os.stat(segment.log_path)
+    return Chunk(os.fspath(segment.log_path), segment.base_offset, low, high, segment.size, stat.st_ino)
+
+
+def _pack(source, pieces, max_bytes: int, start: int, end: int, aborted) -> list[Split]:
+    """Consecutive pieces of one partition into splits of at most ``max_bytes`` (or one piece)."""
+    splits: list[Split] = []
+    current: list[Chunk] = []
+    size = 0
+    for segment, low, high in pieces:
+        for a, b in _cuts(segment, low, high, max_bytes):
+            chunk = _chunk(segment, a, b)
+            if current and size + chunk.length > max_bytes:
+                splits.append(Split(source, tuple(current), start, end, aborted))
+                current, size = [], 0
+            current.append(chunk)
+            size += chunk.length
+    if current:
+        splits.append(Split(source, tuple(current), start, end, aborted))
+    return splits

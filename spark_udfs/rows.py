@@ -1,0 +1,231 @@
+"""Reading one split on an executor: the rows of each level, as tuples in the order of its schema.
+
+``records`` are what a consumer fetching the split's offsets gets: data records only (transaction
+markers are never delivered), every batch CRC-checked as a consumer does (``check.crcs``); with
+``read_committed`` the records of aborted transactions are left out, as the consumer leaves them out:
+a transactional batch is aborted when its producer has an aborted transaction (``.txnindex``) that
+begins at or before the batch and whose ABORT marker comes after it.
+
+``latest`` walks the partition from its end: the first time a key is met is its last record, kept
+unless it is a tombstone; the keys seen are the only state held (values are never kept).
+
+The core's batch and record readers are called in three small functions: :func:`_batches`,
+:func:`_check` and :func:`_records`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterator
+
+from kafka_log_core import compression, log_file
+from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.log_file import FileBatch
+from kafka_log_core.partition_log import PartitionLog
+from kafka_log_core.record_batch import BatchHeader
+from kafka_log_core.segment import MAX_LONG
+from spark_udfs.options import ReadOptions
+from spark_udfs.planning import Chunk, Split
+
+TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
+
+
+# ------------------------------------------------------------------------------------------ the core's readers
+def _batches(chunk: Chunk, mapped, start: int | None = None) -> Iterator[FileBatch]:
+    """Batches starting in the chunk (from ``start``). A cut inside a batch is corruption; at the end of
+    the file a partial batch is not served (the broker's recovery would truncate it)."""
+    strict = chunk.stop < chunk.size
+    first = chunk.start if start is None else start
+    return log_file.iter_batches(mapped, chunk.path, first, chunk.stop, strict=strict)
+
+
+def _check(batch: FileBatch) -> None:
+    """The batch's CRC (v2: CRC32C, legacy: CRC32), checked as a consumer does."""
+    batch.verify()
+
+
+def _records(batch: FileBatch) -> list:
+    """The batch's records, decompressed and decoded, with absolute offsets and timestamps."""
+    return batch.records()
+
+
+def _open(chunk: Chunk):
+    """The chunk's ``.log``, memory-mapped read-only; refused if it was replaced or shortened since the
+    DataFrame was planned (a job rewrote it: load the DataFrame again)."""
+    with open(chunk.path, "rb") as f:
+        stat = os.fstat(f.fileno())
+        if stat.st_ino != chunk.inode or stat.st_size < chunk.size:
+            raise KafkaLogError(
+                f"{chunk.path}: changed since this DataFrame was planned ({chunk.size} bytes then, "
+                f"{stat.st_size} now, {'same' if stat.st_ino == chunk.inode else 'another'} file): load it again"
+            )
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+# ------------------------------------------------------------------------------------------ transactions
+class AbortedTransactions:
+    """The aborted transactions of a read, by producer: ``(first offset, ABORT marker offset)``."""
+
+    def __init__(self, entries: tuple[tuple[int, int, int], ...]) -> None:
+        by_producer: dict[int, list[tuple[int, int]]] = {}
+        for pid, first, last in entries:
+            by_producer.setdefault(pid, []).append((first, last))
+        self._firsts = {pid: [f for f, _ in sorted(spans)] for pid, spans in by_producer.items()}
+        self._lasts = {pid: [la for _, la in sorted(spans)] for pid, spans in by_producer.items()}
+
+    def aborted(self, batch: FileBatch) -> bool:
+        if not batch.is_transactional:
+            return False
+        firsts = self._firsts.get(batch.producer_id)
+        if not firsts:
+            return False
+        last = batch.last_offset
+        i = bisect_right(firsts, last) - 1
+        return i >= 0 and last < self._lasts[batch.producer_id][i]
+
+
+# ------------------------------------------------------------------------------------------ records
+class _RowMaker:
+    """One record as a row of the records schema."""
+
+    def __init__(self, split: Split, options: ReadOptions) -> None:
+        self.tp = (split.source.topic, split.source.partition)
+        self.headers = options.include_headers
+        self.extras = options.include_batch_columns
+
+    def row(self, chunk: Chunk, batch: FileBatch, record, aborted: bool, base_offset: int) -> tuple:
+        h = batch.header
+        if isinstance(h, BatchHeader):
+            ts_type, magic, sequence, horizon = (
+                h.timestamp_type,
+                h.magic,
+                h.base_sequence,
+                h.has_delete_horizon,
+            )
+        else:  # legacy: the record's own magic and timestamp type (a wrapper may differ, KAFKA-4298)
+            ts_type, magic, sequence, horizon = record.timestamp_type, record.magic, -1, False
+        row: tuple = (record.key, record.value, *self.tp, record.offset, record.timestamp * 1000, ts_type)
+        if self.headers:
+            row += ([{"key": x.key, "value": x.value} for x in record.headers] or None,)
+        if self.extras:
+            row += (
+                magic, compression.codec_name(h.compression), batch.is_transactional, aborted,
+                batch.producer_id, batch.producer_epoch, sequence, batch.partition_leader_epoch, horizon,
+                base_offset, batch.last_offset, chunk.base_offset, batch.position,
+            )  # fmt: skip
+        return row
+
+
+def record_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
+    start, end = split.start_offset, split.end_offset
+    transactions = AbortedTransactions(split.aborted)
+    make = _RowMaker(split, options)
+    for chunk in split.chunks:
+        mapped = _open(chunk)
+        for batch in _batches(chunk, mapped):
+            h = batch.header
+            if batch.last_offset < start:
+                continue
+            if isinstance(h, BatchHeader) and h.base_offset >= end:
+                return
+            _check(batch)
+            aborted = transactions.aborted(batch)
+            if not batch.is_control and not (aborted and options.read_committed):
+                records = _records(batch)
+                base = h.base_offset if isinstance(h, BatchHeader) else (records[0].offset if records else -1)
+                for r in records:
+                    if start <= r.offset < end:
+                        yield make.row(chunk, batch, r, aborted, base)
+            if batch.last_offset >= end - 1:
+                return
+
+
+def latest_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
+    """The last record of every key of the partition, tombstoned keys left out, from the end backwards."""
+    start, end = split.start_offset, split.end_offset
+    transactions = AbortedTransactions(split.aborted)
+    make = _RowMaker(split, options)
+    seen: set[bytes] = set()
+    for chunk in reversed(split.chunks):
+        mapped = _open(chunk)
+        positions = array("q", (b.position for b in _batches(chunk, mapped)))
+        for position in reversed(positions):
+            batch = next(_batches(chunk, mapped, position))
+            if batch.last_offset < start or batch.is_control:
+                continue
+            h = batch.header
+            if isinstance(h, BatchHeader) and h.base_offset >= end:
+                continue
+            aborted = transactions.aborted(batch)
+            if aborted and options.read_committed:
+                continue
+            _check(batch)
+            records = _records(batch)
+            if not records:
+                continue
+            base = h.base_offset if isinstance(h, BatchHeader) else records[0].offset
+            for r in reversed(records):
+                if r.key is None or r.key in seen or not start <= r.offset < end:
+                    continue
+                seen.add(r.key)
+                if r.value is not None:
+                    yield make.row(chunk, batch, r, aborted, base)
+
+
+# ------------------------------------------------------------------------------------------ batches, segments
+def batch_rows(split: Split) -> Iterator[tuple]:
+    """Every batch header on disk, below the log start offset and past the high watermark too."""
+    tp = (split.source.topic, split.source.partition)
+    for chunk in split.chunks:
+        for batch in _batches(chunk, _open(chunk)):
+            h = batch.header
+            try:
+                _check(batch)
+                records = [] if isinstance(h, BatchHeader) else _records(batch)
+                valid = True
+            except KafkaLogError:
+                records, valid = [], False
+            base: int | None
+            count: int | None
+            if isinstance(h, BatchHeader):
+                base, count = h.base_offset, h.records_count
+                horizon, sequence = (h.delete_horizon_ms if h.has_delete_horizon else None), h.base_sequence
+            else:  # a legacy entry: its records say where it starts
+                base, count = (records[0].offset if records else None), (len(records) if valid else None)
+                horizon, sequence = None, -1
+            yield (
+                *tp, chunk.base_offset, batch.position, base, batch.last_offset, count, batch.size_in_bytes,
+                h.magic, TIMESTAMP_TYPES[h.timestamp_type], batch.max_timestamp, horizon,
+                compression.codec_name(h.compression), batch.is_transactional, batch.is_control,
+                horizon is not None, batch.producer_id, batch.producer_epoch, sequence,
+                batch.partition_leader_epoch, h.crc, valid,
+            )  # fmt: skip
+
+
+def segment_rows(split: Split) -> Iterator[tuple]:
+    source = split.source
+    log = PartitionLog.open(
+        source.log_dir, TopicPartition(source.topic, source.partition), source.checkpoints
+    )
+    for segment in log.segments:
+        first = segment.first_batch_timestamp
+        yield (
+            source.topic, source.partition, segment.base_offset, segment.read_next_offset, segment.size,
+            segment.mtime_ms, segment.largest_timestamp, None if first == MAX_LONG else first,
+            len(segment.offset_index), len(segment.time_index), len(segment.aborted_txns),
+            segment is log.active_segment, os.fspath(segment.log_path),
+        )  # fmt: skip
+
+
+def rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
+    if options.level == "batches":
+        return batch_rows(split)
+    if options.level == "segments":
+        return segment_rows(split)
+    if options.level == "latest":
+        return latest_rows(split, options)
+    return record_rows(split, options)
