@@ -1,16 +1,25 @@
 """What every job shares: the options, the driver's listing of partition directories, the Spark map over
 them, and the result table (printed, written as JSON/Parquet). Jobs stay thin: the work of one
 partition is a function in ``kafka_log_core.tasks``.
+
+A job lists before it starts Spark, so that a mistake is said at once, in one line, with exit status 2:
+a ``--topic`` that is not a regex or matches no topic, a ``--log-dir`` holding no partition directory
+(a partition directory itself, the parent of log dirs, an empty one). A job that writes refuses a log dir
+it cannot write (a read-only backup) in one line, exit 1; dry runs and the report only read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
 import socket
+import subprocess
 import sys
+import textwrap
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,15 +28,18 @@ from pathlib import Path
 import click
 from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType
 
+from jobs import progress
 from kafka_log_core import locks
+from kafka_log_core.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from kafka_log_core.config import ConfigSet
 from kafka_log_core.errors import KafkaLogError
-from kafka_log_core.filenames import list_partition_dirs
+from kafka_log_core.filenames import list_partition_dirs, parse_segment_file
 from kafka_log_core.log_dir_config import describe, resolve_log_dir_configs
 from kafka_log_core.partition_log import LogDirState
 from kafka_log_core.tasks import UNKNOWN_SETTINGS, JobOptions, PartitionTask
 
 DEFAULT_CONF_DIR = Path("conf")
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")  # Spark's log: errors only (see the file)
 
 
 def result_schema(*columns: tuple[str, DataType]) -> StructType:
@@ -58,7 +70,11 @@ def shared_options(func: Callable) -> Callable:
             help="A Kafka log.dirs entry (repeatable).",
         ),
         click.option(
-            "--topic", "topic_regex", default=None, help="Only topics matching this regex (full match)."
+            "--topic",
+            "topic_regex",
+            default=None,
+            callback=check_topic_regex,
+            help="Only topics matching this regex (full match).",
         ),
         click.option(
             "--conf-dir",
@@ -128,10 +144,32 @@ def shared_options(func: Callable) -> Callable:
         click.option(
             "--master", default=None, help="Spark master URL (default: spark-submit's, else local[*])."
         ),
+        click.option(
+            "--verbose",
+            is_flag=True,
+            help="Show Spark's own start-up lines and warnings (default: errors only).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def topic_pattern(topic_regex: str | None) -> re.Pattern | None:
+    """``--topic`` compiled, or a usage error naming what is wrong with the regex."""
+    if topic_regex is None:
+        return None
+    try:
+        return re.compile(topic_regex)
+    except re.error as err:
+        raise click.BadParameter(
+            f"{topic_regex!r} is not a regular expression: {err}", param_hint="'--topic'"
+        ) from None
+
+
+def check_topic_regex(ctx, param, value):
+    topic_pattern(value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -142,10 +180,16 @@ class Listing:
 
 
 def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: bool) -> Listing:
-    pattern = re.compile(topic_regex) if topic_regex else None
+    """The driver's listing: one task per selected partition directory. A usage error (exit 2) when nothing
+    is selected, saying why; a ClickException (exit 1) when a job that writes can do nothing because no
+    log dir can be written."""
+    pattern = topic_pattern(topic_regex)
     tasks: list[PartitionTask] = []
     failed: list[dict] = []
     notes: list[str] = []
+    empty: list[str] = []  # why a log dir holds no partition directory
+    missed: list[str] = []  # why --topic selects nothing in a log dir
+    refused: list[str] = []  # log dirs a writing job cannot write
     for log_dir in log_dirs:
         d = Path(log_dir)
         if not d.is_dir():
@@ -155,7 +199,19 @@ def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: boo
         except OSError as err:
             failed.append(_dir_row(log_dir, f"cannot list {log_dir}: {err}"))
             continue
-        partitions = [(tp, p) for tp, p in partitions if pattern is None or pattern.fullmatch(tp.topic)]
+        if not partitions:
+            empty.append(no_partitions_hint(d))
+            continue
+        selected = [(tp, p) for tp, p in partitions if pattern is None or pattern.fullmatch(tp.topic)]
+        if not selected:
+            missed.append(no_topic_hint(topic_regex or "", pattern, d, [tp.topic for tp, _ in partitions]))
+            continue
+        partitions = selected
+        problem = locks.not_writable(d) if writing else None
+        if problem:
+            refused.append(problem)
+            failed.append(_dir_row(log_dir, problem))
+            continue
         held = locks.broker_holds(d)
         if held and writing:
             msg = f"{d / '.lock'} is held by a running Kafka broker: stop it before running a job that writes"
@@ -176,7 +232,58 @@ def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: boo
             tasks.append(
                 PartitionTask(os.path.abspath(log_dir), tp.topic, tp.partition, state.for_partition(tp))
             )
-    return Listing(tasks, failed, notes)
+    if not tasks and not failed:
+        raise click.UsageError("\n".join(empty + missed))
+    if not tasks and len(refused) == len(failed):
+        raise click.ClickException("\n".join(refused))
+    # Among log dirs that have work: one without partitions is said; one without the topic is usual (JBOD).
+    return Listing(tasks, failed, notes + empty)
+
+
+_SHOWN = 20  # topic names listed in a hint
+
+
+def no_partitions_hint(d: Path) -> str:
+    """Why ``d`` holds no partition directory, and what the user probably meant."""
+    said = f"no partition directories (<topic>-<partition>) under {d}"
+    try:
+        names = sorted(os.listdir(d))
+    except OSError as err:
+        return f"{said}: {err.strerror}"
+    if not names:
+        return f"{said}: it is empty"
+    if any(parse_segment_file(n) for n in names) or {PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT} & set(
+        names
+    ):
+        return f"{said}; it looks like a partition directory: pass its parent, --log-dir {d.parent}"
+    below = []
+    for name in names[:200]:
+        sub = d / name
+        try:
+            if sub.is_dir() and list_partition_dirs(sub):
+                below.append(sub)
+        except OSError:
+            continue
+    if below:
+        shown = " ".join(f"--log-dir {b}" for b in below[:5]) + (" …" if len(below) > 5 else "")
+        return f"{said}; it looks like a directory of log dirs: pass them, {shown}"
+    if all(n.startswith("__cluster_metadata-") or n.startswith(".") or (d / n).is_file() for n in names):
+        return f"{said}: only log-dir files and the cluster metadata log"
+    return f"{said} (none of its {len(names)} entries is named <topic>-<partition>)"
+
+
+def no_topic_hint(regex: str, pattern: re.Pattern | None, d: Path, topics: Sequence[str]) -> str:
+    """Why ``--topic`` selects nothing in ``d``: the topics there, and one it matches only in part."""
+    names = sorted(set(topics))
+    listed = ", ".join(names[:_SHOWN]) + (f" … ({len(names)} topics)" if len(names) > _SHOWN else "")
+    hint = (
+        f"no topic under {d} matches --topic {regex!r}: the regex must match the whole topic name; "
+        f"topics here: {listed}"
+    )
+    partly = [t for t in names if pattern is not None and pattern.search(t)]
+    if partly:
+        hint += f" (it matches only part of {partly[0]}: add .* for the rest)"
+    return hint
 
 
 def _dir_row(log_dir: str, reason: str, topic: str = "", partition: int = -1) -> dict:
@@ -209,16 +316,13 @@ def tell(line: str) -> None:
     """A note for the user on stderr -- unless stderr is merged into a stdout that is not a terminal
     (spark-submit runs the driver that way), where it would corrupt the JSON result; the result rows carry
     the same facts."""
-    try:
-        out, err = os.fstat(1), os.fstat(2)
-        merged = (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino) and not os.isatty(1)
-    except OSError:
-        merged = False
-    if not merged:
+    if not progress.merged_streams():
         click.echo(line, err=True)
 
 
-def spark_session(master: str | None, app: str, conf: dict[str, str] | None = None):
+def spark_session(
+    master: str | None, app: str, conf: dict[str, str] | None = None, *, verbose: bool = False
+):  # fmt: skip
     """The job's SparkSession (``conf``: settings only a new session can take, e.g. packages to load).
     Which Python the executors run:
 
@@ -229,27 +333,43 @@ def spark_session(master: str | None, app: str, conf: dict[str, str] | None = No
     * embedded (this process starts Spark: ``kafka-log-jobs …``, a test, a notebook) with a local
       master, this very interpreter, unless ``PYSPARK_PYTHON`` says otherwise: the executors are
       processes of this machine.
+
+    What Spark itself prints: errors only, unless ``verbose`` (then Spark's defaults, warnings included).
+    Embedded, the JVM starts with :data:`LOG4J_CONFIG` and its standard error passes through
+    :func:`_forward_jvm_stderr`, which drops the JVM's own start-up warning; under spark-submit the JVM
+    was started before us (the README says how to give it the same file), and the level is set once we run.
+    Spark's console progress bar is off: the job shows its own (:mod:`jobs.progress`).
     """
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit (or the pyspark shell) started us
     embedded_local = not submitted and (master is None or is_local_master(master))
     if embedded_local:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # embedded: stay on loopback
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app)
-    if master:
-        builder = builder.master(master)
-    elif not submitted:
-        builder = builder.master("local[*]")
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    session = (
-        builder.config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("WARN")
+    options = {"spark.app.name": app, "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+    if master or not submitted:
+        options["spark.master"] = master or "local[*]"
+    options.update(conf or {})
+    # SparkContext._gateway: no JVM yet in this process (a test session or a notebook may have one).
+    if not submitted and not verbose and SparkContext._gateway is None:
+        from pyspark.java_gateway import launch_gateway
+
+        spark_conf = SparkConf().setAll(list(options.items()))
+        spark_conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}")
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+        threading.Thread(
+            target=_forward_jvm_stderr, args=(gateway.proc.stderr,), name="spark stderr", daemon=True
+        ).start()
+        SparkContext(conf=spark_conf, gateway=gateway)
+        session = SparkSession.builder.getOrCreate()
+    else:
+        builder = SparkSession.builder
+        for key, value in options.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     if not is_local_master(session.sparkContext.master or "") and "PYSPARK_PYTHON" not in os.environ:
         click.echo(
             "note: nothing sets the executors' Python (spark.pyspark.python): they run python3 from their "
@@ -258,6 +378,17 @@ def spark_session(master: str | None, app: str, conf: dict[str, str] | None = No
             err=True,
         )
     return session
+
+
+_JVM_START_UP = re.compile(rb"WARNING: Using incubator modules: ")  # Spark's --add-modules, said by every JVM
+
+
+def _forward_jvm_stderr(pipe) -> None:
+    """Copy the embedded JVM's standard error (Spark's log, the Python workers' errors) to ours, without
+    the JVM's start-up warning about the incubator module Spark loads."""
+    for line in iter(pipe.readline, b""):
+        if not _JVM_START_UP.match(line):
+            os.write(2, line)
 
 
 def is_local_master(master: str) -> bool:
@@ -276,14 +407,16 @@ def by_partition(row: dict) -> tuple:
 
 def run_job(
     spark, log_dirs, topic_regex, fn: Callable[[PartitionTask], dict], row_defaults: dict, *, writing: bool,
-    order: Callable[[dict], tuple] = by_partition,
+    order: Callable[[dict], tuple] = by_partition, listing: Listing | None = None, title: str = "job",
 ) -> list[dict]:  # fmt: skip
-    """The driver of every job: list partition directories, map ``fn`` over them on the executors, add a
-    failed row for whatever could not even be listed, and sort the rows."""
-    listing = list_tasks(log_dirs, topic_regex, writing=writing)
+    """The driver of every job: list partition directories (unless the command already did, before
+    starting Spark), map ``fn`` over them on the executors with the progress shown, add a failed row for
+    whatever could not even be listed, and sort the rows."""
+    if listing is None:
+        listing = list_tasks(log_dirs, topic_regex, writing=writing)
     for note in listing.notes:
         tell(note)
-    rows = run_distributed(spark, listing.tasks, fn, row_defaults)
+    rows = run_distributed(spark, listing.tasks, fn, row_defaults, title=title)
     given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
     for row in rows:  # the log dir as the user wrote it
         row["log_dir"] = given.get(row["log_dir"], row["log_dir"])
@@ -309,35 +442,47 @@ def partition_bytes(task: PartitionTask) -> int:
         return 0
 
 
-def largest_first(tasks: Sequence[PartitionTask]) -> list[int]:
+def largest_first(tasks: Sequence[PartitionTask], sizes: Sequence[int] | None = None) -> list[int]:
     """Indexes of ``tasks`` by on-disk size, largest first (ties keep the listing order), so that one
     huge partition starts at once instead of after all the small ones."""
-    sizes = [partition_bytes(t) for t in tasks]
+    if sizes is None:
+        sizes = [partition_bytes(t) for t in tasks]
     return sorted(range(len(tasks)), key=lambda i: -sizes[i])
 
 
 def run_distributed(
-    spark, tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict], row_defaults: dict | None = None
-) -> list[dict]:
+    spark, tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict], row_defaults: dict | None = None,
+    title: str | None = None,
+) -> list[dict]:  # fmt: skip
     """Map ``fn`` over the tasks, one Spark task per partition directory, the largest partitions
-    started first; the rows come back in the order of ``tasks``."""
+    started first; the rows come back in the order of ``tasks``. With a ``title``, the progress is shown
+    as the partitions finish (:mod:`jobs.progress`)."""
     if not tasks:
         return []
-    order = largest_first(tasks)
+    sizes = [partition_bytes(t) for t in tasks]
+    order = largest_first(tasks, sizes)
     guarded = functools.partial(on_executor, fn=fn, row_defaults=row_defaults or {})
-    rows = map_in_order(spark, [tasks[i] for i in order], guarded)
+    shown = None
+    if title is not None:
+        shown = progress.Progress(title, [tasks[i].tp.dir_name for i in order], [sizes[i] for i in order])
+    rows = map_in_order(spark, [tasks[i] for i in order], guarded, shown)
     out: list[dict] = [{}] * len(tasks)
     for i, row in zip(order, rows, strict=True):
         out[i] = row
     return out
 
 
-def map_in_order(spark, tasks: Sequence, fn: Callable) -> list:
+def map_in_order(spark, tasks: Sequence, fn: Callable, shown: progress.Progress | None = None) -> list:
     """``fn`` over ``tasks`` with one slice (one Spark task) each: Spark launches a stage's tasks in
-    partition order, so ``tasks[0]`` starts first. Results come back in the same order."""
-    rdd = spark.sparkContext.parallelize(list(tasks), numSlices=len(tasks))
+    partition order, so ``tasks[0]`` starts first. Results come back in the same order. ``shown`` follows
+    the tasks as they finish."""
+    sc = spark.sparkContext
+    done = sc.accumulator([], progress.DoneList()) if shown is not None else None
+    rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks))
+    watching = shown.watching(sc, done) if shown is not None else contextlib.nullcontext()
     try:
-        return rdd.map(fn).collect()
+        with watching:
+            return rdd.map(functools.partial(_reporting, fn=fn, done=done)).collect()
     except Exception as err:
         hint = _environment_hint(str(err))
         if hint is None:
@@ -347,6 +492,15 @@ def map_in_order(spark, tasks: Sequence, fn: Callable) -> list:
             "--archives dist/kafka-log-jobs-env.tar.gz#environment --conf "
             "spark.pyspark.python=./environment/bin/python; see the README's cluster section)"
         ) from None
+
+
+def _reporting(item: tuple[int, object], fn: Callable, done) -> object:
+    """What a Spark task runs: ``fn`` on its task, then its slice and status added to ``done``."""
+    i, task = item
+    result = fn(task)
+    if done is not None:
+        done.add([(i, result.get("status", "done") if isinstance(result, dict) else "done")])
+    return result
 
 
 def _environment_hint(message: str) -> str | None:
@@ -416,6 +570,9 @@ def write_parquet(rows: list[dict], schema, path: str) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(schema)), path)
 
 
+MAX_CELL = 80  # wider cells (reasons, settings) are wrapped onto more lines, never cut
+
+
 def format_table(rows: list[dict], columns: Sequence[str], title: str) -> str:
     shown = (
         [c for c in columns if c != "log_dir"]
@@ -424,16 +581,27 @@ def format_table(rows: list[dict], columns: Sequence[str], title: str) -> str:
     )
     cells = [[_cell(r.get(c)) for c in shown] for r in rows]
     widths = [max([len(c)] + [len(x[i]) for x in cells]) for i, c in enumerate(shown)]
-    widths = [min(w, 80) for w in widths]
+    widths = [min(w, MAX_CELL) for w in widths]
     line = "  ".join(c.ljust(w) for c, w in zip(shown, widths, strict=True))
-    out = [title, line, "  ".join("-" * w for w in widths)]
+    out = [title, line.rstrip(), "  ".join("-" * w for w in widths)]
     for x in cells:
-        out.append("  ".join(v[:w].ljust(w) for v, w in zip(x, widths, strict=True)))
+        wrapped = [wrap_cell(v, w) for v, w in zip(x, widths, strict=True)]
+        for k in range(max(len(c) for c in wrapped)):
+            parts = [(c[k] if k < len(c) else "").ljust(w) for c, w in zip(wrapped, widths, strict=True)]
+            out.append("  ".join(parts).rstrip())
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.get("status", "?")] = counts.get(r.get("status", "?"), 0) + 1
     out.append(f"{len(rows)} partitions: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     return "\n".join(out)
+
+
+def wrap_cell(text: str, width: int) -> list[str]:
+    """``text`` on lines of at most ``width`` characters, at spaces where it can (paths are split where
+    they must, never at their hyphens), losing nothing."""
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
 def _cell(v) -> str:

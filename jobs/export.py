@@ -147,7 +147,13 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     type=click.Path(file_okay=False),
     help="A Kafka log.dirs entry (repeatable; several = one JBOD broker).",
 )
-@click.option("--topic", "topic_regex", default=None, help="Only topics matching this regex (full match).")
+@click.option(
+    "--topic",
+    "topic_regex",
+    default=None,
+    callback=common.check_topic_regex,
+    help="Only topics matching this regex (full match).",
+)
 @click.option("--out", required=True, help="Where the table goes (a directory; replaced).")
 @click.option(
     "--view",
@@ -192,8 +198,9 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     help="Also write the result table to PATH (.json or .parquet).",
 )
 @click.option("--master", default=None, help="Spark master URL (default: spark-submit's, else local[*]).")
+@click.option("--verbose", is_flag=True, help="Show Spark's own start-up lines and warnings (default: errors only).")
 def command(log_dirs, topic_regex, out, view, fmt, isolation_level, include_headers, more_options, output,
-            report_path, master):  # fmt: skip
+            report_path, master, verbose):  # fmt: skip
     """Write topics as a table (Parquet or Delta, partitioned by topic): the latest view or the records."""
     settings = ExportSettings(out, view, fmt, isolation_level, include_headers, _key_values(more_options))
     try:
@@ -208,7 +215,7 @@ def command(log_dirs, topic_regex, out, view, fmt, isolation_level, include_head
         if fmt == "delta"
         else {}
     )
-    spark = common.spark_session(master, "kafka-log-jobs export", conf=conf)
+    spark = common.spark_session(master, "kafka-log-jobs export", conf=conf, verbose=verbose)
     if fmt == "delta" and not packages.has_delta(spark):
         raise click.UsageError(
             f"--format delta needs Delta Lake in the Spark session: spark-submit --packages "

@@ -74,12 +74,15 @@ COLUMNS = [f.name for f in SCHEMA.fields]
 FORMATS = ("table", "json", "csv", "parquet", "html")
 
 
-def run(spark, log_dirs, topic_regex, configs, opts, *, count_duplicates: bool = True) -> list[dict]:
+def run(
+    spark, log_dirs, topic_regex, configs, opts, *, count_duplicates: bool = True, listing=None
+) -> list[dict]:
     """Report every selected partition; rows come back filthiest first."""
     fn = functools.partial(report_partition, configs=configs, opts=opts, count_duplicates=count_duplicates)
     rows = common.run_job(
-        spark, log_dirs, topic_regex, fn, REPORT_ROW, writing=False, order=common.filthiest_first
-    )
+        spark, log_dirs, topic_regex, fn, REPORT_ROW, writing=False, order=common.filthiest_first,
+        listing=listing, title="report",
+    )  # fmt: skip
     return [{c: r.get(c) for c in COLUMNS} for r in rows]
 
 
@@ -166,8 +169,10 @@ def format_report_table(rows: list[dict], title: str, max_why: int = 90) -> str:
              human_bytes(t["cleanable_bytes"]), f"{t['dirty_ratio']:.3f}", "", f"{t['would_compact']} yes", "",
              str(t["retention_segments"]), human_bytes(t["retention_bytes"]), human_bytes(t["reclaimable_bytes"]),
              "", f"{t['failed']} failed" if t["failed"] else "", ""]  # fmt: skip
-    for line in body:
-        line[-1] = line[-1] if len(line[-1]) <= max_why else line[-1][: max_why - 1] + "…"
+    # The "why" column is wrapped onto more lines past max_why characters, never cut.
+    whys = [common.wrap_cell(line[-1], max_why) for line in body]
+    for line, why in zip(body, whys, strict=True):
+        line[-1] = why[0]
     widths = [max(len(x[i]) for x in [headers, total, *body]) for i in range(len(headers))]
 
     def fmt(cells: list[str]) -> str:
@@ -175,13 +180,16 @@ def format_report_table(rows: list[dict], title: str, max_why: int = 90) -> str:
             c.rjust(w) if h in _RIGHT else c.ljust(w) for c, w, h in zip(cells, widths, headers, strict=True)
         ).rstrip()
 
+    def row_lines(cells: list[str], why: list[str]) -> list[str]:
+        return [fmt(cells)] + [fmt([""] * (len(headers) - 1) + [more]) for more in why[1:]]
+
     rule = "  ".join("-" * w for w in widths)
     dirs = sorted({r["log_dir"] for r in rows})
     lines = [
         title + (f" — {', '.join(dirs)}" if dirs else ""),
         fmt(headers),
         rule,
-        *map(fmt, body),
+        *(text for cells, why in zip(body, whys, strict=True) for text in row_lines(cells, why)),
         rule,
         fmt(total),
     ]
@@ -240,18 +248,21 @@ def emit(spark, rows: list[dict], fmt: str, out: str | None, now_ms: int, title:
 )
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
             assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, output, report_path, master,
-            fmt, out, no_duplicate_share):  # fmt: skip
+            verbose, fmt, out, no_duplicate_share):  # fmt: skip
     """Show what compaction and retention would do, per partition, without changing anything."""
     fmt = fmt or output or format_of(out) or ("table" if sys.stdout.isatty() else "json")
     if fmt == "parquet" and not out:
         raise click.UsageError("--format parquet needs --out PATH")
+    listing = common.list_tasks(log_dirs, topic_regex, writing=False)  # mistakes said before Spark starts
     configs = common.load_configs(
         log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
         metadata_log_dirs,
     )  # fmt: skip
     opts = common.job_options(now_ms, dry_run=True, require_high_watermark=require_high_watermark)
-    spark = common.spark_session(master, "kafka-log-jobs report")
-    rows = run(spark, log_dirs, topic_regex, configs, opts, count_duplicates=not no_duplicate_share)
+    spark = common.spark_session(master, "kafka-log-jobs report", verbose=verbose)
+    rows = run(
+        spark, log_dirs, topic_regex, configs, opts, count_duplicates=not no_duplicate_share, listing=listing
+    )
     emit(spark, rows, fmt, out, opts.now_ms, "kafka-log-jobs report (dry run)")
     if report_path:
         if report_path.endswith(".parquet"):

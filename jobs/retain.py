@@ -39,9 +39,12 @@ def parse_log_start_offsets(values) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
-def run(spark, log_dirs, topic_regex, configs, opts) -> list[dict]:
+def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]:
     fn = functools.partial(retain_partition, configs=configs, opts=opts)
-    return common.run_job(spark, log_dirs, topic_regex, fn, RETAIN_ROW, writing=not opts.dry_run)
+    return common.run_job(
+        spark, log_dirs, topic_regex, fn, RETAIN_ROW, writing=not opts.dry_run, listing=listing,
+        title="retain (dry run)" if opts.dry_run else "retain",
+    )  # fmt: skip
 
 
 @click.command("retain")
@@ -61,8 +64,11 @@ def run(spark, log_dirs, topic_regex, configs, opts) -> list[dict]:
 )
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
             assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, output, report_path, master,
-            dry_run, force, log_start_offsets):  # fmt: skip
+            verbose, dry_run, force, log_start_offsets):  # fmt: skip
     """Delete segments by retention.ms, retention.bytes and the log start offset, as the broker does."""
+    listing = common.list_tasks(
+        log_dirs, topic_regex, writing=not dry_run
+    )  # mistakes said before Spark starts
     configs = common.load_configs(
         log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
         metadata_log_dirs,
@@ -71,8 +77,8 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
         now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, force=force,
         log_start_offsets=parse_log_start_offsets(log_start_offsets),
     )  # fmt: skip
-    spark = common.spark_session(master, "kafka-log-jobs retain")
-    rows = run(spark, log_dirs, topic_regex, configs, opts)
+    spark = common.spark_session(master, "kafka-log-jobs retain", verbose=verbose)
+    rows = run(spark, log_dirs, topic_regex, configs, opts, listing)
     common.emit(
         rows,
         SCHEMA,

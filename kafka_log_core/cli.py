@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from jobs import compact, export, report, retain
+from jobs import common, compact, export, report, retain
 
 from . import package
 from .dump import (
@@ -48,7 +48,13 @@ main.add_command(export.command)
     type=click.Path(file_okay=False, exists=True),
     help="A Kafka log.dirs entry (repeatable).",
 )
-@click.option("--topic", "topic_regex", default=None, help="Only topics matching this regex (full match).")
+@click.option(
+    "--topic",
+    "topic_regex",
+    default=None,
+    callback=common.check_topic_regex,
+    help="Only topics matching this regex (full match).",
+)
 @click.option(
     "--time",
     "timestamp",
@@ -58,8 +64,6 @@ main.add_command(export.command)
 )
 def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) -> None:
     """Offsets per partition as kafka-get-offsets prints them (topic:partition:offset), from the indexes."""
-    import re
-
     from .filenames import list_partition_dirs
     from .offsets import offset_for_time
     from .partition_log import LogDirState, PartitionLog
@@ -72,7 +76,7 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
         ) from None
     if when < -3:
         raise click.BadParameter(f"{when} is not -1, -2, -3 or a timestamp in ms", param_hint="'--time'")
-    pattern = re.compile(topic_regex) if topic_regex else None
+    pattern = common.topic_pattern(topic_regex)
     failed = 0
     for log_dir in log_dirs:
         try:

@@ -71,6 +71,14 @@ class LogDirLockedError(RefusedError):
     """The log directory's .lock is held (a running broker) or another job holds our partition lock."""
 
 
+class PartitionBusyError(LogDirLockedError):
+    """Another kafka-log-jobs process (or task) is writing this partition now: skipped, not failed."""
+
+
+class ReadOnlyLogDirError(RefusedError):
+    """A job that writes was pointed at a log dir it cannot write (read-only mount, no permission)."""
+
+
 class SafetyGuardError(RefusedError):
     """A run would delete more than the safety guard allows; names the flag that overrides it."""
 

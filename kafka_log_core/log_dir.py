@@ -6,7 +6,8 @@
     recovery-point-offset-checkpoint, log-start-offset-checkpoint,
     replication-offset-checkpoint (high watermarks), cleaner-offset-checkpoint
 
-:class:`LogDirState` reads them once per log dir (the driver ships each partition its entries);
+:class:`LogDirState` reads them once per log dir (the driver ships each partition its entries; a job that
+writes reads its partition's entries again under the partition's lock, :func:`read_partition_checkpoints`);
 :func:`write_log_dir_checkpoints` makes a directory look like a cleanly stopped broker's (tests, sample,
 benchmark).
 """
@@ -77,6 +78,12 @@ class LogDirState:
             cleaner_offset=self.cleaner_offsets.get(tp),
             clean_shutdown=self.clean_shutdown,
         )
+
+
+def read_partition_checkpoints(log_dir: str | os.PathLike[str], tp: TopicPartition) -> PartitionCheckpoints:
+    """``tp``'s entries as the log-dir files hold them now. A job that writes reads them again once it holds
+    the partition: another job may have moved them since the driver's listing."""
+    return LogDirState.read(log_dir).for_partition(tp)
 
 
 def random_uuid(rng: random.Random) -> str:

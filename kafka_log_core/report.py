@@ -16,7 +16,8 @@ The figures are the ones the jobs act on:
   broker's own ``log.cleaner.dedupe.buffer.size`` — past that the cleaner would stop its round there
   too, and the share covers the part one round would clean;
 * ``reclaimable_bytes`` is an estimate: ``cleanable_bytes × duplicate_share + retention_bytes`` (records
-  assumed to be of equal size), capped at the partition's size.
+  assumed to be of equal size), capped at the partition's size. :class:`CompactionEstimate` holds the
+  compaction part; ``compact --dry-run`` shows the same figures in its rows.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def report_partition(
             log_end_offset=log.log_end_offset,
             oldest_segment_age_ms=opts.now_ms - log.segments[0].largest_timestamp if log.segments else None,
         )
+        compaction_bytes = 0
         if settings.unknown("cleanup.policy"):
             row["compact_reason"] = unknown_settings_reason(
                 task.topic, ["cleanup.policy"], "the compact job refuses it", cs
@@ -123,7 +125,9 @@ def report_partition(
                 compact_reason=plan.reason,
             )
             if count_duplicates:
-                row["duplicate_share"] = duplicate_share(log, plan, cs.broker, notes)
+                estimate = estimate_compaction(log, plan, cs.broker, notes)
+                row["duplicate_share"] = estimate.share
+                compaction_bytes = estimate.bytes
         else:  # the cleaner never looks at it: no dirty section, no ratio
             row["compact_reason"] = (
                 f"cleanup.policy={row['cleanup_policy'] or '(empty)'} does not include compact"
@@ -135,20 +139,55 @@ def report_partition(
             )
         else:
             row.update(retention_figures(log, cfg, cs, opts))
-        compaction_estimate = int((row["cleanable_bytes"] or 0) * (row["duplicate_share"] or 0.0))
-        row["reclaimable_bytes"] = min(log.size_in_bytes, compaction_estimate + row["retention_bytes"])
+        row["reclaimable_bytes"] = min(log.size_in_bytes, compaction_bytes + row["retention_bytes"])
         row["reason"] = "; ".join(notes)
 
     return _run_guarded(task, REPORT_ROW, body)
 
 
-def duplicate_share(
-    log: PartitionLog, plan: cleaner.CleanPlan, broker: BrokerConfig, notes: list[str]
-) -> float | None:
-    """Superseded keyed records / keyed records of the dirty section (None when it holds no keyed record)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class CompactionEstimate:
+    """What one cleaning round would remove, counted by the cleaner's pass 1 over the dirty section: the
+    report's ``duplicate_share`` and the compaction part of ``reclaimable_bytes``, and the figures of a
+    ``compact --dry-run`` row."""
+
+    records: (
+        int | None
+    )  # records of the segments the round rewrites (log start .. first uncleanable), if counted
+    keys: int  # keyed records of the dirty section put in the map
+    duplicates: int  # of those, superseded by a later record with the same key
+    cleanable_bytes: int
+
+    @property
+    def share(self) -> float | None:
+        """Superseded keyed records / keyed records of the dirty section (None without keyed records)."""
+        return self.duplicates / self.keys if self.keys else None
+
+    @property
+    def bytes(self) -> int:
+        """Bytes that would go: ``cleanable_bytes × share`` (records assumed to be of equal size)."""
+        return int(self.cleanable_bytes * (self.share or 0.0))
+
+    def describe(self) -> str:
+        return (
+            f"estimate: {self.duplicates} of {self.records} records and {self.bytes} bytes would go "
+            "(keys superseded within the dirty section)"
+        )
+
+
+def estimate_compaction(
+    log: PartitionLog, plan: cleaner.CleanPlan, broker: BrokerConfig, notes: list[str], *, count_records=False
+) -> CompactionEstimate:
+    """Pass 1 of the cleaner over the dirty section, with a map sized to hold all its keys up to the
+    broker's ``log.cleaner.dedupe.buffer.size`` (a note says when one round would stop earlier);
+    ``count_records`` also counts the records of the segments the round would rewrite (batch headers)."""
     start, end = plan.first_dirty_offset, plan.first_uncleanable_offset
+    records = None
+    if count_records:
+        first = log.segments[0].base_offset if log.segments else end
+        records = keyed_bound(log, first, end) if first < end else 0
     if start >= end:
-        return None
+        return CompactionEstimate(records, 0, 0, plan.cleanable_bytes)
     broker_memory = cleaner._map_memory(broker)
     load = broker.log_cleaner_io_buffer_load_factor
     needed = int((keyed_bound(log, start, end) + 2) / load + 1) * BYTES_PER_ENTRY
@@ -159,7 +198,7 @@ def duplicate_share(
             f"the cleaner's offset map ({offset_map.capacity} keys, log.cleaner.dedupe.buffer.size) would fill: "
             f"one round cleans up to offset {result.end_offset}, the duplicate share covers that part"
         )
-    return result.duplicates / result.keys_put if result.keys_put else None
+    return CompactionEstimate(records, result.keys_put, result.duplicates, plan.cleanable_bytes)
 
 
 def keyed_bound(log: PartitionLog, start: int, end: int) -> int:

@@ -359,7 +359,10 @@ def update_log_dir_checkpoints(
     log_dir: str | os.PathLike[str], tp: TopicPartition, result: RetentionResult
 ) -> tuple[str, ...]:
     """Bring this partition's entries of the shared checkpoints in line with ``result`` (D8); returns the
-    names of the checkpoint files rewritten. Call after :func:`apply_retention`."""
+    names of the checkpoint files rewritten. Call after :func:`apply_retention`. Each file is read,
+    changed in this partition's entry only and written back under the log dir's checkpoint lock, so jobs
+    writing other partitions at the same time lose nothing; entries are written sorted, so the bytes do
+    not depend on which job came first."""
     d = Path(log_dir)
     start = result.plan.new_log_start_offset
     written = []
@@ -372,11 +375,11 @@ def update_log_dir_checkpoints(
         else:
             updated.pop(tp, None)
         if updated != offsets:
-            checkpoints.write_offset_checkpoint(path, updated)
+            checkpoints.write_offset_checkpoint(path, dict(sorted(updated.items())))
             written.append(path.name)
         path = d / checkpoints.RECOVERY_POINT_CHECKPOINT
         offsets = checkpoints.read_offset_checkpoint(path)
         if tp in offsets and offsets[tp] < start:  # a missing entry already means "recover everything"
-            checkpoints.write_offset_checkpoint(path, {**offsets, tp: start})
+            checkpoints.write_offset_checkpoint(path, dict(sorted({**offsets, tp: start}.items())))
             written.append(path.name)
     return tuple(written)

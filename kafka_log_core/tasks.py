@@ -5,16 +5,23 @@ small picklable :class:`PartitionTask` and returns one result row (a plain dict 
 schema). A task never raises for bad data or a refused operation: it reports the partition as
 ``failed`` with a one-line reason naming the file and position, leaves it as it was, and the other
 partitions go on.
+
+A task that writes plans under the partition's lock from what is on disk then (:func:`holding`): the
+checkpoint entries are read again, since another job may have cleaned or trimmed the partition after the
+driver's listing; a partition another job is writing is ``skipped`` with that reason. Every update of a
+log-dir checkpoint file is a read-modify-write under the log dir's checkpoint lock, so concurrent jobs on
+different partitions never lose each other's entries.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +33,11 @@ from .errors import (
     HighWatermarkMissingError,
     InsufficientSpaceError,
     KafkaLogError,
+    PartitionBusyError,
     RefusedError,
 )
 from .filenames import TopicPartition
+from .log_dir import read_partition_checkpoints
 from .partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionCheckpoints, PartitionLog
 from .producer_state import build_producer_table
 from .segment import check_indexes
@@ -96,6 +105,8 @@ def _run_guarded(task: PartitionTask, base_row: dict, body: Callable[[dict], Non
     row = dict(base_row, log_dir=task.log_dir, topic=task.topic, partition=task.partition)
     try:
         body(row)
+    except PartitionBusyError as err:  # another job writes it now: its result stands, nothing failed
+        row.update(status="skipped", reason=str(err))
     except KafkaLogError as err:
         row.update(status="failed", reason=str(err))
     except OSError as err:
@@ -139,6 +150,19 @@ def prepare(task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[s
             f"no high watermark in replication-offset-checkpoint: used the log end offset {log.log_end_offset}"
         )
     return log
+
+
+@contextlib.contextmanager
+def holding(task: PartitionTask, opts: JobOptions) -> Iterator[PartitionTask]:
+    """For a job that writes: the partition held against brokers and other jobs, and the task with the
+    partition's checkpoint entries as they are on disk now (the plan must not be made from the driver's
+    listing: another job may have cleaned or trimmed the partition since). A dry run holds nothing and
+    keeps the listing's entries."""
+    if opts.dry_run:
+        yield task
+        return
+    with locks.partition_lock(task.log_dir, task.tp):
+        yield dataclasses.replace(task, checkpoints=read_partition_checkpoints(task.log_dir, task.tp))
 
 
 def check_inside(log_dir: Path, path: Path) -> None:
@@ -204,9 +228,8 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
                 f"cleanup.policy={','.join(sorted(cfg.cleanup_policy)) or '(empty)'} does not include compact"
             )
             return
-        lock = locks.partition_lock(task.log_dir, task.tp) if not opts.dry_run else contextlib.nullcontext()
-        with lock:
-            log = prepare(task, cfg, opts, notes)
+        with holding(task, opts) as current:
+            log = prepare(current, cfg, opts, notes)
             producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
             plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
             row.update(
@@ -232,7 +255,19 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
                 row["reason"] = "; ".join([plan.reason, *notes])
                 return
             if opts.dry_run:
-                row.update(status="would clean", reason="; ".join([plan.reason, *notes]))
+                from .report import estimate_compaction  # the report's estimate (report imports this module)
+
+                estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
+                records = estimate.records or 0
+                row.update(
+                    status="would clean",
+                    reason="; ".join([plan.reason, estimate.describe(), *notes]),
+                    records_before=records,
+                    records_after=records - estimate.duplicates,
+                    bytes_after=log.size_in_bytes - estimate.bytes,
+                    tombstones_removed=None,
+                    map_utilization=None,
+                )
                 return
             check_free_space(
                 log.directory,
@@ -240,7 +275,7 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
             )
             result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
             update_checkpoint(task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, result.end_offset)
-            after = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
+            after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
             s = result.stats
             if result.map_full:
                 notes.append(
@@ -296,9 +331,8 @@ def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) ->
         override = next(
             (o for t, p, o in opts.log_start_offsets if t == task.topic and p == task.partition), None
         )
-        lock = locks.partition_lock(task.log_dir, task.tp) if not opts.dry_run else contextlib.nullcontext()
-        with lock:
-            log = prepare(task, cfg, opts, notes)
+        with holding(task, opts) as current:
+            log = prepare(current, cfg, opts, notes)
             row.update(
                 log_start_offset_before=log.log_start_offset, log_start_offset_after=log.log_start_offset
             )

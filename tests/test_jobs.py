@@ -255,7 +255,10 @@ def test_report_path_writes_parquet_with_the_result_schema(spark, tmp_path):
 
 
 def test_spark_submit_and_the_cli_take_the_same_options_and_agree(spark, tmp_path):
-    """`spark-submit jobs/compact.py …` and `kafka-log-jobs compact …` are the same job."""
+    """`spark-submit jobs/compact.py …` and `kafka-log-jobs compact …` are the same job. The virtualenv's
+    spark-submit, run as the README says when the virtualenv is not on PATH (without it the script finds
+    neither Spark nor a Python with our modules), prints only the JSON rows on stdout (our stderr is merged
+    into it) and, given the jobs' log4j2 file, only the JVM's own first line on stderr."""
     from pathlib import Path
 
     from kafka_log_core.cli import main
@@ -263,18 +266,22 @@ def test_spark_submit_and_the_cli_take_the_same_options_and_agree(spark, tmp_pat
     _compacted_log(tmp_path)
     args = ["--log-dir", str(tmp_path), "--set", "cleanup.policy=compact", "--now-ms", str(NOW), "--dry-run"]
     via_cli = json.loads(_invoke(main, ["compact", *args, "--output", "json"]).stdout)
-    submit = Path(sys.executable).parent / "spark-submit"
-    env = dict(
-        os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", PYSPARK_PYTHON=sys.executable
-    )
+    venv, root = Path(sys.executable).parent, Path(compact.__file__).parent.parent
+    bare = {"HOME": os.environ.get("HOME", "/root"), "PATH": "/usr/bin:/bin"}
+    lost = subprocess.run([str(venv / "spark-submit"), "jobs/compact.py", *args], env=bare, cwd=root,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert lost.returncode != 0  # "Could not find valid SPARK_HOME": what users saw
+    line = (f"PATH={venv}:$PATH spark-submit --master local[1] "
+            "--driver-java-options -Dlog4j2.configurationFile=jobs/log4j2.properties "
+            f"jobs/compact.py {' '.join(args)} --output json")  # fmt: skip
     done = subprocess.run(
-        [str(submit), "--master", "local[1]", str(Path(compact.__file__)), *args, "--output", "json"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        ["bash", "-c", line], env=bare, cwd=root, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     via_submit = json.loads(done.stdout)
     strip = [{k: v for k, v in r.items() if k != "duration_ms"} for r in via_cli]
     assert [{k: v for k, v in r.items() if k != "duration_ms"} for r in via_submit] == strip
+    assert done.stderr.splitlines() == ["WARNING: Using incubator modules: jdk.incubator.vector"]
     assert read_records(tmp_path / "orders-0")[0] == (0, b"a", b"1")  # dry runs changed nothing
 
 

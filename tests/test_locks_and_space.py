@@ -65,7 +65,7 @@ def test_two_jobs_cannot_write_the_same_partition(tmp_path):
     other = _hold_partition_lock(tmp_path)
     try:
         row = _compact(tmp_path)
-        assert row["status"] == "failed"
+        assert row["status"] == "skipped"  # the other job's result stands: nothing failed
         assert "being written by another kafka-log-jobs process" in row["reason"]
         assert _snapshot(d) == before
     finally:
