@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType
 
-from kafka_log_core import locks
+from kafka_log_core import locks, recovery
 from kafka_log_core.config import ConfigSet
 from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.filenames import list_partition_dirs
@@ -26,6 +26,13 @@ from kafka_log_core.partition_log import LogDirState
 from kafka_log_core.tasks import UNKNOWN_SETTINGS, JobOptions, PartitionTask
 
 DEFAULT_CONF_DIR = Path("conf")
+#: What the broker's log loader recovered in a partition (null when it recovered nothing).
+RECOVERY_RESULT_COLUMNS = (
+    ("recovered_segments", LongType()),
+    ("recovered_bytes", LongType()),
+    ("truncated_bytes", LongType()),
+    ("truncated_records", LongType()),
+)
 
 
 def result_schema(*columns: tuple[str, DataType]) -> StructType:
@@ -110,6 +117,12 @@ def shared_options(func: Callable) -> Callable:
             "--require-high-watermark",
             is_flag=True,
             help="Fail partitions without a replication-offset-checkpoint entry instead of using the LEO.",
+        ),
+        click.option(
+            "--no-recover",
+            is_flag=True,
+            help="Do not recover partitions of a log dir without .kafka_cleanshutdown (or with a missing index) as "
+            "the broker's log loader would: refuse those whose segment files it would change.",
         ),
         click.option(
             "--output",
@@ -250,6 +263,9 @@ def run_job(
     for note in listing.notes:
         tell(note)
     rows = run_distributed(spark, listing.tasks, fn)
+    if writing:  # every partition of a crashed log dir recovered: mark it cleanly shut down
+        for note in recovery.finish_log_dirs(rows):
+            tell(note)
     rows += [dict(row_defaults, **r) for r in listing.failed]
     rows.sort(key=order)
     said = set()
