@@ -94,7 +94,8 @@ def report_partition(
         if stray is not None:
             row.update(status="skipped", reason=stray)
             return
-        log = prepare(task, cfg, opts, notes, cs, row)  # dry run: leftovers and recovery described, not applied
+        # a dry run: leftovers and recovery described, not applied
+        log = prepare(task, cfg, opts, notes, cs, row)
         row.update(
             segments=len(log.segments),
             total_bytes=log.size_in_bytes,
