@@ -64,6 +64,7 @@ HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
 MAX_RELATIVE_OFFSET = 2**31 - 1
 _OFFSET_SIZE = struct.Struct(">qi")
+_HEAD = struct.Struct(">qiib")  # base offset, size, partition leader epoch (v2), magic: the first 17 bytes
 _LEGACY = struct.Struct(">Ib")  # crc, magic (at the message start, after the 12-byte log overhead)
 _V1_TIMESTAMP = struct.Struct(">q")  # at message byte 6
 _CONTROL_KEY = struct.Struct(">hh")
@@ -140,7 +141,6 @@ def recover_segment(
     timestamps: list[int] = []
     time_offsets: list[int] = []
     aborted: list[AbortedTxn] = []
-    valid = 0
     last_indexed = 0
     max_ts, max_ts_offset = -1, base_offset  # the reset time index: last entry (-1, base)
     batches = 0
@@ -162,13 +162,15 @@ def recover_segment(
             timestamps.append(ts)
             time_offsets.append(offset - base_offset)
 
-    pos = 0
+    latest_epoch = state.epochs[-1].epoch if state.epochs else -1
+    unpack_head, unpack_v2 = _HEAD.unpack_from, HEADER.unpack_from
+    pos = 0  # = the valid bytes so far: every accepted batch starts where the previous one ended
     while True:
         if pos + HEADER_SIZE_UP_TO_MAGIC >= end:
             if pos < end:
                 stop = f"{end - pos} bytes at position {pos} are too short for a batch header"
             break
-        batch_base, size = _OFFSET_SIZE.unpack_from(view, pos)
+        batch_base, size, leader_epoch, magic = unpack_head(view, pos)
         if size < MIN_ENTRY_SIZE:
             stop = f"batch size {size} at position {pos} is below the minimum of {MIN_ENTRY_SIZE}"
             break
@@ -176,8 +178,7 @@ def recover_segment(
         if batch_end > end:
             stop = f"the batch at position {pos} declares {size} bytes, only {end - pos - LOG_OVERHEAD} are there"
             break
-        magic = struct.unpack_from(">b", view, pos + 16)[0]
-        header: BatchHeader | None = None
+        producer_id = -1
         if magic > 1:
             if magic != 2:
                 raise RecoveryRefusedError(
@@ -185,21 +186,17 @@ def recover_segment(
                     "as v2 and keeps it when its CRC matches, this tool cannot read it; not recovered"
                 )
             if LOG_OVERHEAD + size < HEADER_SIZE:
-                stop = (
-                    f"the v2 batch at position {pos} is {LOG_OVERHEAD + size} bytes, below the 61-byte header"
-                )
+                stop = f"the v2 batch at position {pos} is {LOG_OVERHEAD + size} bytes, below the 61-byte header"
                 break
-            header = BatchHeader(*HEADER.unpack_from(view, pos))
-            if crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : batch_end]) != header.crc:
+            (_, _, _, _, crc, _, last_offset_delta, _, batch_max_ts, producer_id, _, _, _) = unpack_v2(view, pos)
+            if crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : batch_end]) != crc:
                 stop = f"CRC32C mismatch in the batch at position {pos} (offset {batch_base})"
                 break
-            last_offset, batch_max_ts = header.last_offset, header.max_timestamp
+            last_offset = batch_base + last_offset_delta
         else:
             crc, _ = _LEGACY.unpack_from(view, pos + LOG_OVERHEAD)
             if zlib.crc32(view[pos + 16 : batch_end]) != crc:
-                stop = (
-                    f"CRC32 mismatch in the v{max(magic, 0)} message at position {pos} (offset {batch_base})"
-                )
+                stop = f"CRC32 mismatch in the v{max(magic, 0)} message at position {pos} (offset {batch_base})"
                 break
             last_offset = batch_base
             batch_max_ts = -1
@@ -217,7 +214,7 @@ def recover_segment(
             )
         if batch_max_ts > max_ts:
             max_ts, max_ts_offset = batch_max_ts, last_offset
-        if valid - last_indexed > index_interval_bytes:
+        if pos - last_indexed > index_interval_bytes:
             if len(rel_offsets) >= max_offset_entries:
                 raise RecoveryRefusedError(
                     f"{path}: the offset index of segment {base_offset} fills up during recovery "
@@ -229,26 +226,27 @@ def recover_segment(
                     f"{base_offset + rel_offsets[-1]}"
                 )
             rel_offsets.append(relative)
-            positions.append(valid)
+            positions.append(pos)
             time_entry(max_ts, max_ts_offset, False)
-            last_indexed = valid
-        valid += LOG_OVERHEAD + size
+            last_indexed = pos
         batches += 1
         next_offset = last_offset + 1
-        if header is not None:
-            epoch = header.partition_leader_epoch
-            if epoch >= 0 and (not state.epochs or epoch > state.epochs[-1].epoch):
-                state.epochs[:] = assign(state.epochs, EpochEntry(epoch, header.base_offset))
+        if magic > 1:  # leader epoch and producer state: v2 batches only
+            if leader_epoch > latest_epoch:  # a negative epoch (unknown) is never above the latest
+                state.epochs[:] = assign(state.epochs, EpochEntry(leader_epoch, batch_base))
                 state.epochs_changed = True
-            problem = _update_producer_state(
-                state, FileBatch(pos, header, view[pos:batch_end], path), aborted
-            )
-            if problem is not None:
-                stop = problem  # Kafka counts this batch as valid, then stops
-                pos = batch_end
-                break
+                latest_epoch = leader_epoch
+            if producer_id >= 0:
+                header = BatchHeader(*unpack_v2(view, pos))
+                batch = FileBatch(pos, header, view[pos:batch_end], path)
+                problem = _update_producer_state(state, batch, aborted)
+                if problem is not None:
+                    stop = problem  # Kafka counts this batch as valid, then stops
+                    pos = batch_end
+                    break
             state.map_end_offset = last_offset + 1
         pos = batch_end
+    valid = pos
     time_entry(max_ts, max_ts_offset, True)
     return SegmentRecovery(
         base_offset,
