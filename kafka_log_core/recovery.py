@@ -48,7 +48,7 @@ from pathlib import Path
 
 from . import checkpoints, fsutil, locks, log_file
 from .checkpoints import EpochEntry
-from .errors import CorruptRecordError, RefusedError
+from .errors import CorruptRecordError
 from .filenames import (
     DELETED_MARKER,
     INDEX_SUFFIX,
@@ -203,28 +203,29 @@ class RecoveryPlan:
         for reason in sorted({r.reason for r in self.recovered if r.reason != UNCLEAN}):
             bases = sorted({r.base_offset for r in self.recovered if r.reason == reason})
             parts.append(f"recovered segment {', '.join(map(str, bases))} ({reason})")
-        parts.append(f"{self.segments_checked} segments, {self.bytes_checked} bytes checked")
+        parts.append(f"{_count(self.segments_checked, 'segment')}, {self.bytes_checked} bytes checked")
         for r in self.recovered:
             res = r.result
             if res.emptied:
                 parts.append(f"segment {r.base_offset} emptied ({res.emptied}): {res.truncated_bytes} bytes")
             elif res.truncated_bytes:
                 parts.append(
-                    f"{res.truncated_bytes} bytes ({res.truncated_records} records) truncated from segment "
-                    f"{r.base_offset} at position {res.valid_bytes}: {res.stop}"
+                    f"{res.truncated_bytes} bytes ({_count(res.truncated_records, 'record')}) truncated from "
+                    f"segment {r.base_offset} at position {res.valid_bytes}: {res.stop}"
                 )
         if self.dropped:
+            records = _count(sum(d.records for d in self.dropped), "record")
             parts.append(
-                f"{len(self.dropped)} later segments deleted ({sum(d.size for d in self.dropped)} bytes, "
-                f"{sum(d.records for d in self.dropped)} records)"
+                f"{_count(len(self.dropped), 'later segment')} deleted ({sum(d.size for d in self.dropped)} bytes, "
+                f"{records})"
             )
         if not self.bytes_truncated:
             parts.append("nothing truncated")
         if self.new_segment is not None:
             parts.append(f"empty segment created at the log start offset {self.new_segment}")
-        rebuilt = [b for b in self.segments_changed if b not in {d.base_offset for d in self.dropped}]
+        rebuilt = [b for b in self.segments_changed if b not in self.empty_time_indexes]
         if rebuilt:
-            parts.append(f"index files of segment {', '.join(map(str, rebuilt))} rewritten")
+            parts.append(f"files of segment {', '.join(map(str, rebuilt))} rewritten")
         if self.empty_time_indexes:
             parts.append(f"empty .timeindex for segment {', '.join(map(str, self.empty_time_indexes))}")
         if self.snapshots_written or self.snapshots_deleted:
@@ -236,6 +237,10 @@ class RecoveryPlan:
             parts.append(f"leader-epoch-checkpoint {verb}")
         parts.append(f"log end offset {self.log_end_offset}")
         return "; ".join(parts)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 # ============================================================================================ planning
@@ -729,16 +734,3 @@ def _virtual(segment: Segment, data, r: RecoveredSegment | None, next_offset: in
         fields["aborted_txns"] = r.result.aborted
     fields["read_next_offset"] = next_offset
     return segment
-
-
-__all__ = [
-    "RecoveryPlan",
-    "RecoveryRefusedError",
-    "RefusedError",
-    "apply_recovery",
-    "plan_recovery",
-    "recovered_view",
-    "update_log_dir_checkpoints",
-    "write_clean_shutdown_marker",
-    "finish_log_dirs",
-]

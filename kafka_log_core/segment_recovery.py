@@ -186,9 +186,13 @@ def recover_segment(
                     "as v2 and keeps it when its CRC matches, this tool cannot read it; not recovered"
                 )
             if LOG_OVERHEAD + size < HEADER_SIZE:
-                stop = f"the v2 batch at position {pos} is {LOG_OVERHEAD + size} bytes, below the 61-byte header"
+                stop = (
+                    f"the v2 batch at position {pos} is {LOG_OVERHEAD + size} bytes, below the 61-byte header"
+                )
                 break
-            (_, _, _, _, crc, _, last_offset_delta, _, batch_max_ts, producer_id, _, _, _) = unpack_v2(view, pos)
+            (_, _, _, _, crc, _, last_offset_delta, _, batch_max_ts, producer_id, _, _, _) = unpack_v2(
+                view, pos
+            )
             if crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : batch_end]) != crc:
                 stop = f"CRC32C mismatch in the batch at position {pos} (offset {batch_base})"
                 break
@@ -196,7 +200,9 @@ def recover_segment(
         else:
             crc, _ = _LEGACY.unpack_from(view, pos + LOG_OVERHEAD)
             if zlib.crc32(view[pos + 16 : batch_end]) != crc:
-                stop = f"CRC32 mismatch in the v{max(magic, 0)} message at position {pos} (offset {batch_base})"
+                stop = (
+                    f"CRC32 mismatch in the v{max(magic, 0)} message at position {pos} (offset {batch_base})"
+                )
                 break
             last_offset = batch_base
             batch_max_ts = -1
