@@ -29,7 +29,7 @@ import click
 from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType
 
 from jobs import progress
-from kafka_log_core import locks
+from kafka_log_core import locks, recovery
 from kafka_log_core.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from kafka_log_core.config import ConfigSet
 from kafka_log_core.errors import KafkaLogError
@@ -40,6 +40,13 @@ from kafka_log_core.tasks import UNKNOWN_SETTINGS, JobOptions, PartitionTask
 
 DEFAULT_CONF_DIR = Path("conf")
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")  # Spark's log: errors only (see the file)
+#: What the broker's log loader recovered in a partition (null when it recovered nothing).
+RECOVERY_RESULT_COLUMNS = (
+    ("recovered_segments", LongType()),
+    ("recovered_bytes", LongType()),
+    ("truncated_bytes", LongType()),
+    ("truncated_records", LongType()),
+)
 
 
 def result_schema(*columns: tuple[str, DataType]) -> StructType:
@@ -128,6 +135,12 @@ def shared_options(func: Callable) -> Callable:
             "--require-high-watermark",
             is_flag=True,
             help="Fail partitions without a replication-offset-checkpoint entry instead of using the LEO.",
+        ),
+        click.option(
+            "--no-recover",
+            is_flag=True,
+            help="Do not recover partitions of a log dir without .kafka_cleanshutdown (or with a missing index) as "
+            "the broker's log loader would: refuse those whose segment files it would change.",
         ),
         click.option(
             "--output",
@@ -417,6 +430,9 @@ def run_job(
     for note in listing.notes:
         tell(note)
     rows = run_distributed(spark, listing.tasks, fn, row_defaults, title=title)
+    if writing:  # every partition of a crashed log dir recovered: mark it cleanly shut down
+        for note in recovery.finish_log_dirs(rows):
+            tell(note)
     given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
     for row in rows:  # the log dir as the user wrote it
         row["log_dir"] = given.get(row["log_dir"], row["log_dir"])

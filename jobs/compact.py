@@ -26,6 +26,7 @@ SCHEMA = common.result_schema(
     ("records_after", LongType()),
     ("tombstones_removed", LongType()),
     ("map_utilization", DoubleType()),
+    *common.RECOVERY_RESULT_COLUMNS,
 )
 COLUMNS = [f.name for f in SCHEMA.fields]
 
@@ -43,8 +44,8 @@ def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]
 @common.shared_options
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan, change nothing.")
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
-            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, output, report_path, master,
-            verbose, dry_run):  # fmt: skip
+            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover, output,
+            report_path, master, verbose, dry_run):  # fmt: skip
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
     listing = common.list_tasks(
         log_dirs, topic_regex, writing=not dry_run
@@ -53,7 +54,9 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
         log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
         metadata_log_dirs,
     )  # fmt: skip
-    opts = common.job_options(now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark)
+    opts = common.job_options(
+        now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, recover=not no_recover
+    )
     spark = common.spark_session(master, "kafka-log-jobs compact", verbose=verbose)
     rows = run(spark, log_dirs, topic_regex, configs, opts, listing)
     title = "compaction plan (dry run)" if dry_run else "compaction"

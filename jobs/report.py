@@ -65,6 +65,7 @@ SCHEMA = StructType(
         StructField("reclaimable_bytes", LongType(), True),
         StructField("log_start_offset", LongType(), True),
         StructField("log_end_offset", LongType(), True),
+        *(StructField(name, kind, True) for name, kind in common.RECOVERY_RESULT_COLUMNS),
         StructField("status", StringType(), False),
         StructField("reason", StringType(), True),
         StructField("duration_ms", LongType(), True),
@@ -247,8 +248,8 @@ def emit(spark, rows: list[dict], fmt: str, out: str | None, now_ms: int, title:
     "--no-duplicate-share", is_flag=True, help="Skip counting duplicates (reads only batch headers)."
 )
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
-            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, output, report_path, master,
-            verbose, fmt, out, no_duplicate_share):  # fmt: skip
+            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover, output,
+            report_path, master, verbose, fmt, out, no_duplicate_share):  # fmt: skip
     """Show what compaction and retention would do, per partition, without changing anything."""
     fmt = fmt or output or format_of(out) or ("table" if sys.stdout.isatty() else "json")
     if fmt == "parquet" and not out:
@@ -258,7 +259,9 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
         log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
         metadata_log_dirs,
     )  # fmt: skip
-    opts = common.job_options(now_ms, dry_run=True, require_high_watermark=require_high_watermark)
+    opts = common.job_options(
+        now_ms, dry_run=True, require_high_watermark=require_high_watermark, recover=not no_recover
+    )
     spark = common.spark_session(master, "kafka-log-jobs report", verbose=verbose)
     rows = run(
         spark, log_dirs, topic_regex, configs, opts, count_duplicates=not no_duplicate_share, listing=listing

@@ -22,6 +22,7 @@ SCHEMA = common.result_schema(
     ("bytes_deleted", LongType()),
     ("log_start_offset_before", LongType()),
     ("log_start_offset_after", LongType()),
+    *common.RECOVERY_RESULT_COLUMNS,
 )
 COLUMNS = [f.name for f in SCHEMA.fields]
 _LSO = re.compile(r"(?P<topic>.+):(?P<partition>\d+)=(?P<offset>\d+)")
@@ -63,8 +64,8 @@ def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]
     help="Advance a partition's log start offset (offline DeleteRecords; repeatable).",
 )
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
-            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, output, report_path, master,
-            verbose, dry_run, force, log_start_offsets):  # fmt: skip
+            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover, output,
+            report_path, master, verbose, dry_run, force, log_start_offsets):  # fmt: skip
     """Delete segments by retention.ms, retention.bytes and the log start offset, as the broker does."""
     listing = common.list_tasks(
         log_dirs, topic_regex, writing=not dry_run
@@ -74,7 +75,7 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
         metadata_log_dirs,
     )  # fmt: skip
     opts = common.job_options(
-        now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, force=force,
+        now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, recover=not no_recover, force=force,
         log_start_offsets=parse_log_start_offsets(log_start_offsets),
     )  # fmt: skip
     spark = common.spark_session(master, "kafka-log-jobs retain", verbose=verbose)

@@ -132,6 +132,11 @@ class ClusterView:
         found = self._index.get(topic)
         return None if found is None else found[0]
 
+    def replicas(self, topic: str, partition: int) -> tuple[int, ...] | None:
+        """The partition's replica broker ids, None when the metadata does not list it."""
+        found = self._index.get(topic)
+        return None if found is None else found[1].get(partition)
+
     def stray_reason(self, partition_dir: Path, topic: str, partition: int) -> str | None:
         """Why the broker would treat ``partition_dir`` as a stray log (Kafka's isStrayKraftReplica), or
         None when it belongs to the topic the metadata names. Reads ``partition.metadata``."""

@@ -9,9 +9,9 @@ Rules (LogLoader, spec cleaner §9 L2–L7), planned first and applied as a sepa
   regular file numbered in that range (segment files and producer snapshots) is an old segment that
   was replaced but not yet renamed, and is removed;
 * L6 ``.swap`` is stripped from what remains;
-* L7 an index file without its ``.log`` is removed; a ``.log`` without ``.index`` gets both indexes
-  rebuilt from the log; a ``.log`` with an ``.index`` but no ``.timeindex`` gets an empty one (the
-  broker does not rescan then, so retention of that segment falls back to the file's mtime).
+* L7 an index file without its ``.log`` is removed. (The rest of L7 -- a segment without ``.index`` or
+  with a bad ``.txnindex`` is recovered, a missing ``.timeindex`` next to an ``.index`` becomes an empty
+  file -- is the loader's recovery, :mod:`kafka_log_core.recovery`.)
 
 Applying is idempotent: a job killed half way and run again ends in the same state.
 """
@@ -35,7 +35,6 @@ from .filenames import (
     parse_segment_file,
     segment_file,
 )
-from .offset_index import IndexBuilder
 
 
 @dataclass(frozen=True)
@@ -43,18 +42,14 @@ class LeftoverPlan:
     directory: Path
     delete: tuple[Path, ...] = ()
     rename: tuple[tuple[Path, Path], ...] = ()
-    rebuild_indexes: tuple[int, ...] = ()  # bases whose .index is missing
-    empty_time_indexes: tuple[int, ...] = ()  # bases whose .timeindex is missing
 
     @property
     def empty(self) -> bool:
-        return not (self.delete or self.rename or self.rebuild_indexes or self.empty_time_indexes)
+        return not (self.delete or self.rename)
 
     def describe(self) -> list[str]:
         lines = [f"delete {p.name}" for p in self.delete]
         lines += [f"rename {a.name} -> {b.name}" for a, b in self.rename]
-        lines += [f"rebuild indexes of segment {b}" for b in self.rebuild_indexes]
-        lines += [f"create empty time index for segment {b}" for b in self.empty_time_indexes]
         return lines
 
 
@@ -95,7 +90,7 @@ def plan_leftovers(directory: str | os.PathLike[str]) -> LeftoverPlan:
                 delete.append(d / name)
                 removed.add(name)
     rename = tuple((d / n, d / n[: -len(SWAP_MARKER)]) for n in swaps)
-    # L7 over the state after the renames.
+    # L7 over the state after the renames: index files without their .log.
     live: dict[int, set[str]] = {}
     for name, p in parsed.items():
         if name in removed or p.marker is not None:
@@ -104,24 +99,16 @@ def plan_leftovers(directory: str | os.PathLike[str]) -> LeftoverPlan:
     for name in swaps:
         p = parsed[name]
         live.setdefault(p.base_offset, set()).add(p.suffix)
-    rebuild, empty_time = [], []
     for base, suffixes in sorted(live.items()):
         if LOG_SUFFIX not in suffixes:
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 if suffix in suffixes:
                     delete.append(segment_file(d, base, suffix))
-            continue
-        if INDEX_SUFFIX not in suffixes:
-            rebuild.append(base)
-        elif TIME_INDEX_SUFFIX not in suffixes:
-            empty_time.append(base)
-    return LeftoverPlan(d, tuple(delete), rename, tuple(rebuild), tuple(empty_time))
+    return LeftoverPlan(d, tuple(delete), rename)
 
 
-def apply_leftovers(
-    plan: LeftoverPlan, *, index_interval_bytes: int = 4096, segment_index_bytes: int = 10485760
-) -> None:
-    """Carry out a plan in the loader's order: deletions, then renames, then index repairs."""
+def apply_leftovers(plan: LeftoverPlan) -> None:
+    """Carry out a plan in the loader's order: deletions, then renames."""
     d = plan.directory
     for path in plan.delete:
         try:
@@ -135,32 +122,6 @@ def apply_leftovers(
             os.replace(src, dst)
     if plan.rename:
         fsutil.fsync_dir(d)
-    for base in plan.rebuild_indexes:
-        rebuild_indexes(
-            d, base, index_interval_bytes=index_interval_bytes, segment_index_bytes=segment_index_bytes
-        )
-    for base in plan.empty_time_indexes:
-        path = segment_file(d, base, TIME_INDEX_SUFFIX)
-        if not path.exists():
-            fsutil.atomic_write_bytes(path, b"")
-
-
-def rebuild_indexes(
-    directory: Path, base: int, *, index_interval_bytes: int = 4096, segment_index_bytes: int = 10485760
-) -> None:
-    """Rebuild ``.index`` and ``.timeindex`` of one segment from its ``.log`` (recovery's rule)."""
-    log_path = segment_file(directory, base, LOG_SUFFIX)
-    builder = IndexBuilder(
-        base,
-        index_interval_bytes=index_interval_bytes,
-        segment_index_bytes=segment_index_bytes,
-        path=log_path,
-    )
-    for batch in log_file.iter_file_batches(log_path, strict=True):
-        builder.append(batch.position, batch.last_offset, batch.max_timestamp)
-    offsets, times = builder.finish()
-    fsutil.atomic_write_bytes(segment_file(directory, base, TIME_INDEX_SUFFIX), times.encode())
-    fsutil.atomic_write_bytes(segment_file(directory, base, INDEX_SUFFIX), offsets.encode())
 
 
 def is_snapshot(name: str) -> bool:

@@ -31,6 +31,7 @@ from .partition_log import PartitionLog
 from .producer_state import build_producer_table
 from .record_batch import BatchHeader
 from .tasks import (
+    RECOVERY_COLUMNS,
     Configs,
     JobOptions,
     PartitionTask,
@@ -50,7 +51,7 @@ REPORT_ROW = dict(
     first_uncleanable_offset=None, would_compact=False, compact_reason="", duplicate_share=None,
     retention_segments=0, retention_bytes=0, retention_reason="", retention_log_start_offset=None,
     retention_ms=None, oldest_segment_age_ms=None, reclaimable_bytes=0, log_start_offset=None,
-    log_end_offset=None, duration_ms=0,
+    log_end_offset=None, **RECOVERY_COLUMNS, duration_ms=0,
 )  # fmt: skip
 
 
@@ -94,7 +95,8 @@ def report_partition(
         if stray is not None:
             row.update(status="skipped", reason=stray)
             return
-        log = prepare(task, cfg, opts, notes)  # dry run: leftovers are described, not resolved
+        # a dry run: leftovers and recovery described, not applied
+        log = prepare(task, cfg, opts, notes, cs, row)
         row.update(
             segments=len(log.segments),
             total_bytes=log.size_in_bytes,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cleaner, leftovers, locks, retention
+from . import cleaner, leftovers, locks, recovery, retention
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from .config import ConfigSet, LogConfig, TopicSettings
 from .errors import (
@@ -62,6 +62,7 @@ class JobOptions:
     require_high_watermark: bool = False
     force: bool = False
     log_start_offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
+    recover: bool = True  # False (--no-recover): refuse partitions the broker's loader would change
 
 
 Configs = ConfigSet | Mapping[str, ConfigSet]  # one for every log dir, or each log dir's own
@@ -121,21 +122,26 @@ def _run_guarded(task: PartitionTask, base_row: dict, body: Callable[[dict], Non
     return row
 
 
-def prepare(task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str]) -> PartitionLog:
-    """Loader leftovers (applied unless dry run), then the partition opened; HW rule applied."""
+RECOVERY_COLUMNS = dict(
+    recovered_segments=None, recovered_bytes=None, truncated_bytes=None, truncated_records=None
+)
+
+
+def prepare(
+    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: dict
+) -> PartitionLog:
+    """What the broker's loader does first: leftovers of an unfinished operation resolved, segments
+    recovered (after an unclean shutdown, or where an index is missing) -- applied, or in a dry run only
+    described and looked at as they would be -- then the partition opened and checked; HW rule applied."""
     directory = Path(task.log_dir) / task.tp.dir_name
     plan = leftovers.plan_leftovers(directory)
     if not plan.empty:
         verb = "would resolve" if opts.dry_run else "resolved"
         notes.append(f"{verb} leftovers of an unfinished operation: {'; '.join(plan.describe())}")
         if not opts.dry_run:
-            leftovers.apply_leftovers(
-                plan,
-                index_interval_bytes=cfg.index_interval_bytes,
-                segment_index_bytes=cfg.segment_index_bytes,
-            )
+            leftovers.apply_leftovers(plan)
     check_inside(Path(task.log_dir), directory)
-    log = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
+    log = load(task, cfg, opts, notes, cs, row)
     for segment in log.segments:
         check_inside(Path(task.log_dir), segment.log_path)
         check_indexes(segment)
@@ -163,6 +169,96 @@ def holding(task: PartitionTask, opts: JobOptions) -> Iterator[PartitionTask]:
         return
     with locks.partition_lock(task.log_dir, task.tp):
         yield dataclasses.replace(task, checkpoints=read_partition_checkpoints(task.log_dir, task.tp))
+
+
+def load(
+    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: dict
+) -> PartitionLog:
+    """The partition after the loader's recovery (:mod:`recovery`): applied, described (dry run), or
+    refused (``--no-recover``) when it would change a segment file."""
+    directory = Path(task.log_dir) / task.tp.dir_name
+    ckpt = task.checkpoints
+    if opts.dry_run and locks.broker_holds(task.log_dir):
+        notes.append("a running broker holds the log dir: it has loaded (and recovered) the partition itself")
+        return PartitionLog.open(task.log_dir, task.tp, ckpt)
+    plan = recovery.plan_recovery(
+        directory,
+        task.tp,
+        ckpt,
+        cfg,
+        now_ms=opts.now_ms,
+        producer_id_expiration_ms=cs.broker.producer_id_expiration_ms,
+    )
+    if not plan.ran:
+        if plan.changes_segment_files:  # a missing .timeindex only
+            if not opts.dry_run:
+                recovery.apply_recovery(plan)
+            notes.append(
+                ("would create" if opts.dry_run else "created")
+                + " empty .timeindex files (the loader's rule)"
+            )
+        return PartitionLog.open(task.log_dir, task.tp, ckpt)
+    row.update(
+        recovered_segments=plan.segments_checked,
+        recovered_bytes=plan.bytes_checked,
+        truncated_bytes=plan.bytes_truncated,
+        truncated_records=plan.records_truncated,
+    )
+    hw, hw_note = recovered_high_watermark(task, cs, plan)
+    after = dataclasses.replace(
+        ckpt,
+        recovery_point=plan.log_end_offset if not plan.clean_shutdown else ckpt.recovery_point,
+        log_start_offset=plan.log_start_offset if plan.log_start_offset > plan.segment_bases[0] else None,
+        high_watermark=hw if hw is not None else ckpt.high_watermark,
+    )
+    if not opts.recover:
+        if plan.changes_segment_files:
+            raise RefusedError(
+                f"{directory}: the broker's log loader would change this partition first ({plan.describe()}); "
+                "not touched (--no-recover): run without --no-recover to recover it as the broker does"
+            )
+        notes.append(f"--no-recover: the broker's recovery would change no segment file ({plan.describe()})")
+        return PartitionLog.open(task.log_dir, task.tp, ckpt)
+    if opts.dry_run:
+        notes.append(f"would recover: {plan.describe()}; {hw_note}")
+        return recovery.recovered_view(PartitionLog.open(task.log_dir, task.tp, ckpt), plan, after)
+    recovery.apply_recovery(plan)
+    if not plan.clean_shutdown:
+        recovery.update_log_dir_checkpoints(task.log_dir, task.tp, plan, hw)
+        row.update(
+            recovery_state=recovery.RECOVERED,
+            recovery_marker=recovery.clean_shutdown_marker(cs.version).decode(),
+        )
+    notes.append(f"recovered: {plan.describe()}; {hw_note}")
+    return PartitionLog.open(task.log_dir, task.tp, after)
+
+
+def recovered_high_watermark(
+    task: PartitionTask, cs: ConfigSet, plan: recovery.RecoveryPlan
+) -> tuple[int | None, str]:
+    """After an unclean shutdown the replication-offset-checkpoint is stale. A partition whose only replica
+    is this broker gets its log end offset (what it has once the broker leads it again); elsewhere the
+    checkpoint is kept. Returns (new high watermark or None, a note)."""
+    ckpt = task.checkpoints.high_watermark
+    kept = "none" if ckpt is None else str(ckpt)
+    if plan.clean_shutdown:
+        return None, f"high watermark {kept} from replication-offset-checkpoint"
+    cluster = cs.cluster
+    if cluster is None:
+        return (
+            None,
+            f"high watermark {kept} from replication-offset-checkpoint kept (no cluster metadata: replicas unknown)",
+        )
+    replicas = cluster.replicas(task.topic, task.partition)
+    if cluster.node_id is not None and replicas == (cluster.node_id,):
+        return plan.log_end_offset, (
+            f"high watermark {kept} -> {plan.log_end_offset}, the recovered log end offset (broker "
+            f"{cluster.node_id} is the only replica: leading the partition again, it sets the HW there)"
+        )
+    return None, (
+        f"high watermark {kept} from replication-offset-checkpoint kept (replicas {list(replicas or ())}: "
+        "the leader's high watermark is not known offline)"
+    )
 
 
 def check_inside(log_dir: Path, path: Path) -> None:
@@ -200,7 +296,7 @@ def check_free_space(directory: Path, needed: int) -> None:
 COMPACT_ROW = dict(
     status="skipped", reason="", settings=None, dirty_ratio=None, first_dirty_offset=None, first_uncleanable_offset=None,
     bytes_before=None, bytes_after=None, records_before=None, records_after=None, tombstones_removed=None,
-    map_utilization=None, duration_ms=0,
+    map_utilization=None, **RECOVERY_COLUMNS, duration_ms=0,
 )  # fmt: skip
 
 
@@ -229,7 +325,7 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
             )
             return
         with holding(task, opts) as current:
-            log = prepare(current, cfg, opts, notes)
+            log = prepare(current, cfg, opts, notes, cs, row)
             producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
             plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
             row.update(
@@ -297,7 +393,7 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
 
 RETAIN_ROW = dict(
     status="skipped", reason="", settings=None, segments_deleted=0, bytes_deleted=0, log_start_offset_before=None,
-    log_start_offset_after=None, duration_ms=0,
+    log_start_offset_after=None, **RECOVERY_COLUMNS, duration_ms=0,
 )  # fmt: skip
 
 
@@ -332,7 +428,7 @@ def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) ->
             (o for t, p, o in opts.log_start_offsets if t == task.topic and p == task.partition), None
         )
         with holding(task, opts) as current:
-            log = prepare(current, cfg, opts, notes)
+            log = prepare(current, cfg, opts, notes, cs, row)
             row.update(
                 log_start_offset_before=log.log_start_offset, log_start_offset_after=log.log_start_offset
             )

@@ -60,16 +60,28 @@ def write_segment(directory: Path, base: int, batches: list[bytes], *, interval:
             os.utime(segment_file(directory, base, suffix), ns=(mtime_ms * 10**6, mtime_ms * 10**6))
 
 
-def make_log(log_dir: Path, topic: str, partition: int, segments: dict[int, list[bytes]], *, hw=None, **kw):
-    """segments: base offset -> batches. Writes the partition dir and (optionally) the HW checkpoint."""
+def make_log(
+    log_dir: Path, topic: str, partition: int, segments: dict[int, list[bytes]], *, hw=None, clean_shutdown=False,
+    **kw,
+):  # fmt: skip
+    """segments: base offset -> batches. Writes the partition dir and (optionally) the HW checkpoint.
+    Without ``clean_shutdown`` the log dir has no ``.kafka_cleanshutdown``: the jobs recover it from the
+    recovery points first, as a broker would after a crash."""
     d = log_dir / f"{topic}-{partition}"
     for base, batches in segments.items():
         write_segment(d, base, batches, **kw)
+    if clean_shutdown:
+        mark_clean_shutdown(log_dir)
     if hw is not None:
         checkpoints.write_offset_checkpoint(
             log_dir / "replication-offset-checkpoint", {TopicPartition(topic, partition): hw}
         )
     return d
+
+
+def mark_clean_shutdown(log_dir: Path) -> None:
+    """``.kafka_cleanshutdown`` as a Kafka 3.7+ broker writes it on a clean stop (the broker skips recovery)."""
+    (log_dir / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":1}')
 
 
 def read_records(directory: Path):

@@ -49,6 +49,7 @@ def _layout(log_dir, topic):
             6: [batch(6, [("d", "1")])],
         },
         interval=1,
+        clean_shutdown=True,
     )
     return log_dir / f"{topic}-0"
 

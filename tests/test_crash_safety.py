@@ -17,10 +17,10 @@ from logbuild import TS, batch, make_log, marker
 from kafka_log_core.config import load_config
 from kafka_log_core.filenames import TopicPartition
 from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition
+from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
 
 NOW = TS + 3_600_000
-OPS = ("replace", "unlink", "fsync", "utime", "rename")
+OPS = ("replace", "unlink", "fsync", "utime", "rename", "ftruncate")
 
 
 def _workload(log_dir):
@@ -70,9 +70,9 @@ def _run(log_dir):
     return compact_partition(task, configs, JobOptions(now_ms=NOW))
 
 
-def _crash_child(log_dir, crash_at: int) -> int:
-    """Fork; the child compacts and dies before its ``crash_at``-th file operation. Returns the number
-    of operations the child got through (== crash_at when it died)."""
+def _crash_child(log_dir, crash_at: int, run=None) -> int:
+    """Fork; the child compacts (or runs ``run``) and dies before its ``crash_at``-th file operation.
+    Returns the number of operations the child got through (== crash_at when it died)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
@@ -93,7 +93,7 @@ def _crash_child(log_dir, crash_at: int) -> int:
         for name in OPS:
             setattr(os, name, wrap(name))
         try:
-            _run(log_dir)
+            (run or _run)(log_dir)
         finally:
             os.write(w, str(count[0]).encode())
             os._exit(0)
@@ -138,7 +138,7 @@ import sys
 from kafka_log_core.config import load_config
 from kafka_log_core.filenames import TopicPartition
 from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition
+from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
 log_dir = sys.argv[1]
 configs = load_config(None, [], [], ["cleanup.policy=compact", "delete.retention.ms=100000000", "segment.bytes=1048576"])
 tp = TopicPartition("orders", 0)
@@ -229,3 +229,103 @@ def test_compaction_sigkilled_at_random_instants_then_rerun_keeps_every_record(t
     print(
         f"random SIGKILL rounds: {rounds}, killed mid-run: {killed}, uninterrupted child run {full_run:.2f}s"
     )
+
+
+# --------------------------------------------------------------------------------------------- recovery
+def _crashed_broker_dir(log_dir):
+    """A log dir as a killed broker leaves it: no .kafka_cleanshutdown, a recovery point in segment 3, a
+    bad batch in segment 8 (so segment 12 goes), zero-filled index tails, producer snapshots of the
+    broker that the loader replaces, a stale leader epoch, a stale high watermark."""
+    from kafka_log_core import checkpoints
+    from kafka_log_core.record_batch import with_partition_leader_epoch
+
+    def epoch(b, e):
+        return with_partition_leader_epoch(b, e)
+
+    make_log(
+        log_dir,
+        "orders",
+        0,
+        {
+            0: [
+                epoch(batch(0, [("a", "1"), ("b", "1")], pid=7, epoch=0, seq=0), 0),
+                epoch(batch(2, [("c", "1")]), 0),
+            ],
+            3: [
+                epoch(batch(3, [("x", "t1")], pid=9, epoch=0, seq=0, txn=True), 1),
+                epoch(batch(4, [("a", "2")], pid=7, epoch=0, seq=2), 1),
+                epoch(marker(5, commit=False, pid=9), 1),
+                epoch(batch(6, [("d", "1"), ("e", "1")]), 2),
+            ],
+            8: [
+                epoch(batch(8, [("f", "1")], pid=7, epoch=0, seq=3), 2),
+                epoch(batch(9, [("g", "1"), ("h", "1")]), 2),
+            ],
+            12: [epoch(batch(12, [("i", "1")]), 3)],
+        },
+        interval=1,
+    )
+    part = log_dir / "orders-0"
+    for base in (8, 12):
+        for suffix, size in ((".index", 8 * 64), (".timeindex", 12 * 64)):
+            path = part / f"{base:020d}{suffix}"
+            path.write_bytes(path.read_bytes() + bytes(size))
+    seg8 = part / f"{8:020d}.log"
+    data = bytearray(seg8.read_bytes())
+    data[-10] ^= 0xFF  # the second batch of segment 8: its CRC fails
+    seg8.write_bytes(bytes(data))
+    from kafka_log_core.producer_snapshot import write_producer_snapshot
+
+    for offset in (3, 8, 12):
+        write_producer_snapshot(part / f"{offset:020d}.snapshot", [])
+    (part / "leader-epoch-checkpoint").write_text("0\n4\n0 0\n1 3\n2 6\n3 12\n")
+    tp = TopicPartition("orders", 0)
+    checkpoints.write_offset_checkpoint(log_dir / "recovery-point-offset-checkpoint", {tp: 4})
+    checkpoints.write_offset_checkpoint(log_dir / "replication-offset-checkpoint", {tp: 6})
+
+
+def _recover_run(log_dir):
+    """retain with nothing to delete, then the driver's last step: every change is the recovery's."""
+    from kafka_log_core import recovery
+
+    configs = load_config(None, [], [], ["cleanup.policy=delete", "retention.ms=-1", "retention.bytes=-1"])
+    tp = TopicPartition("orders", 0)
+    task = PartitionTask(str(log_dir), "orders", 0, LogDirState.read(log_dir).for_partition(tp))
+    row = retain_partition(task, configs, JobOptions(now_ms=NOW))
+    recovery.finish_log_dirs([row])
+    return row
+
+
+def _dir_state(log_dir):
+    return {
+        str(p.relative_to(log_dir)): p.read_bytes()
+        for p in sorted(log_dir.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+def test_recovery_killed_at_every_file_operation_then_rerun_ends_as_an_uninterrupted_run(tmp_path):
+    reference = tmp_path / "reference"
+    _crashed_broker_dir(reference)
+    row = _recover_run(reference)
+    assert row["status"] == "skipped" and row["truncated_bytes"] > 0, row
+    expected = _dir_state(reference)
+    assert (reference / ".kafka_cleanshutdown").exists()
+    assert _recover_run(reference)["recovered_segments"] is None  # now clean: nothing to recover
+    assert _dir_state(reference) == expected
+    tried = 0
+    crash_at = 0
+    while True:
+        d = tmp_path / f"crash{crash_at}"
+        _crashed_broker_dir(d)
+        survived = _crash_child(d, crash_at, _recover_run)
+        if survived == -1:
+            break
+        tried += 1
+        row = _recover_run(d)
+        assert row["status"] == "skipped", row
+        assert _dir_state(d) == expected, f"crash before file operation {crash_at}"
+        shutil.rmtree(d)
+        crash_at += 1
+    print(f"recovery crash points tried: {tried}")
+    assert tried > 10

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.spark
 NOW = TS + 3_600_000
 
 
-def _compacted_log(log_dir, partitions=2):
+def _compacted_log(log_dir, partitions=2, clean_shutdown=False):
     for p in range(partitions):
         make_log(
             log_dir,
@@ -35,6 +35,7 @@ def _compacted_log(log_dir, partitions=2):
                 4: [batch(4, [("b", None), ("c", "1")])],
                 6: [batch(6, [("a", "3")])],
             },
+            clean_shutdown=clean_shutdown,
         )
 
 
@@ -96,7 +97,7 @@ def test_dirty_ratio_in_the_result_is_the_cleaners_own(spark, tmp_path):
 
 
 def test_a_corrupt_partition_fails_alone_and_the_exit_status_says_so(spark, tmp_path):
-    _compacted_log(tmp_path)
+    _compacted_log(tmp_path, clean_shutdown=True)
     seg = tmp_path / "orders-1" / "00000000000000000000.log"
     data = bytearray(seg.read_bytes())
     data[40] ^= 0xFF

@@ -27,6 +27,7 @@ def _layout(log_dir):
         "t",
         0,
         {0: [batch(0, [("a", "1"), ("b", "1")]), batch(2, [("a", "2")])], 3: [batch(3, [("c", "1")])]},
+        clean_shutdown=True,
     )
     return log_dir / "t-0"
 

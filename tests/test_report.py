@@ -45,7 +45,9 @@ def _sizes(partition_dir: Path) -> dict[int, int]:
     return {int(p.name[:20]): p.stat().st_size for p in sorted(partition_dir.glob("*.log"))}
 
 
-def _generated_log(log_dir: Path, seed: int, topic: str = "orders", partition: int = 0) -> list[tuple]:
+def _generated_log(
+    log_dir: Path, seed: int, topic: str = "orders", partition: int = 0, clean_shutdown: bool = False
+) -> list[tuple]:
     """6 segments x 4 batches x 25 records, all codecs, keys from a pool of 40, ~10% null keys, ~10%
     tombstones. Returns (offset, key) of every record written."""
     rng = random.Random(seed)
@@ -62,7 +64,7 @@ def _generated_log(log_dir: Path, seed: int, topic: str = "orders", partition: i
             batches.append(batch(offset, kvs, codec=(b + partition) % 5))
             offset += 25
         segments[base] = batches
-    make_log(log_dir, topic, partition, segments)
+    make_log(log_dir, topic, partition, segments, clean_shutdown=clean_shutdown)
     return written
 
 
@@ -161,8 +163,8 @@ def test_the_report_changes_nothing_and_names_what_the_loader_would_do(spark, tm
 
 
 def test_a_corrupt_partition_is_one_failed_row(spark, tmp_path):
-    _generated_log(tmp_path, seed=1, partition=0)
-    _generated_log(tmp_path, seed=2, partition=1)
+    _generated_log(tmp_path, seed=1, partition=0, clean_shutdown=True)
+    _generated_log(tmp_path, seed=2, partition=1, clean_shutdown=True)
     seg = tmp_path / "orders-1" / "00000000000000000100.log"
     data = bytearray(seg.read_bytes())
     data[8:12] = (5).to_bytes(4, "big")  # a batch length below the minimum entry size
