@@ -25,9 +25,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import fsutil, record_batch
+from . import fsutil
 from . import segment_kernels as sk
-from .cleaner_segments import CleanedSegment, clean_segment, map_segment, producer_array, verify_segment
+from .cleaner_segments import (
+    NO_STORE,
+    CleanedSegment,
+    clean_segment,
+    map_segment,
+    new_store,
+    producer_array,
+    verify_segment,
+)
 from .config import BrokerConfig, LogConfig
 from .filenames import CLEANED_MARKER, DELETED_MARKER, SNAPSHOT_SUFFIX, SWAP_MARKER, segment_file
 from .offset_map import OffsetMap
@@ -145,32 +153,33 @@ class MapResult:
     duplicates: int  # keyed dirty records superseded by a later one in the same section
 
 
+MIN_RECORD_BYTES = 7  # a v2 record with no key, value or header: seven one-byte varints and fields
+
+
 def keyed_bound(log: PartitionLog, start: int, end: int) -> int:
-    """An upper bound of the records in [start, end) from batch headers only (one compiled scan per
-    segment): a v2 batch's record count, a legacy entry's offset step (offsets strictly increase, so it
-    holds at most that many)."""
-    bound = 0
-    for segment in log.segments_in(start, end):
-        rows = segment.headers(segment.offset_index.lookup(start).position)
-        if not len(rows):
-            continue
-        v2 = rows["magic"] == record_batch.MAGIC
-        last = rows["last_offset"]
-        # a v2 batch starting at or past the end stops the count before it; one ending there, after it
-        before = np.flatnonzero(v2 & (rows["base_offset"] >= end))
-        after = np.flatnonzero(last >= end)
-        cut = min(before[0] if len(before) else len(rows), after[0] + 1 if len(after) else len(rows))
-        previous_last = np.concatenate(([segment.base_offset - 1], last[:-1]))
-        step = np.where(v2, rows["records_count"], np.maximum(last - previous_last, 1))
-        bound += int(step[:cut].sum())
-    return bound
+    """An upper bound of the records in [start, end) that costs no read: offsets strictly increase, so
+    at most ``end - start`` records; and none is smaller than MIN_RECORD_BYTES, so at most the bytes of
+    the segments holding the range divided by that. The dirty section is dense (nothing cleaned it
+    yet), so the first bound is usually the number of records itself."""
+    size = sum(s.size for s in log.segments_in(start, end))
+    return max(0, min(end - start, size // MIN_RECORD_BYTES))
+
+
+DIGEST_STORE_BYTES = 64 * 1024 * 1024  # key digests kept from pass 1 for pass 2 (24 bytes per record)
+_STORE_ROW_BYTES = 24
 
 
 def build_offset_map(
-    log: PartitionLog, start: int, end: int, offset_map: OffsetMap, verified: set[int] | None = None
-) -> MapResult:
+    log: PartitionLog, start: int, end: int, offset_map: OffsetMap, verified: set[int] | None = None,
+    digests: dict[int, np.ndarray] | None = None,
+) -> MapResult:  # fmt: skip
     """Pass 1 over the dirty section [start, end), one compiled call per segment. ``verified`` collects
-    the base offsets of the segments whose every batch had its CRC checked on the way."""
+    the base offsets of the segments whose every batch had its CRC checked on the way; ``digests`` the
+    key digests of whole dirty segments, for pass 2 (within DIGEST_STORE_BYTES and half the configured
+    map: the store never outgrows the memory the map is allowed)."""
+    budget = 0
+    if digests is not None:
+        budget = min(DIGEST_STORE_BYTES, offset_map.slots * 24 // 2) // _STORE_ROW_BYTES
     dirty = log.segments_in(start, end)
     tracker = TransactionTracker()
     tracker.add_aborted(log.collect_aborted_transactions(start, end))
@@ -182,12 +191,20 @@ def build_offset_map(
     for i, segment in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         position = segment.offset_index.lookup(start).position
-        full = map_segment(segment, position, offset_map.table, tracker, st)
+        store = NO_STORE
+        rows = min(budget, segment.size // _STORE_ROW_BYTES + 16)
+        if digests is not None and segment.base_offset >= start and position == 0 and rows > 16:
+            store = new_store(rows, sk.STORE_FILL)
+        full = map_segment(segment, position, offset_map.table, tracker, st, store)
         segment.drop_cache()  # pass 2 reads it again: memory stays one segment, not the dirty section
         if full:
             break
         if verified is not None and position == 0:
             verified.add(segment.base_offset)
+        if digests is not None and store[1]["valid"][0] and store[1]["mode"][0] == sk.STORE_FILL:
+            used = int(store[1]["used"][0])
+            digests[segment.base_offset] = store[0][:used]
+            budget -= used
         st["latest_offset"] = next_start - 1
     offset_map.size = int(st["keys"][0])
     offset_map.update_latest_offset(int(st["latest_offset"][0]))
@@ -311,7 +328,8 @@ def clean_log(
             keyed_bound(log, first_dirty, upper),
         )
     verified: set[int] = set()
-    result = build_offset_map(log, first_dirty, upper, offset_map, verified)
+    digests: dict[int, np.ndarray] = {}
+    result = build_offset_map(log, first_dirty, upper, offset_map, verified, digests)
     end_offset = max(result.end_offset, first_dirty)  # an empty dirty section leaves the checkpoint
     # legacyDeleteHorizonMs: mtime of the last clean segment minus delete.retention.ms
     clean_segments = [s for s in log.segments if s.base_offset < first_dirty]
@@ -336,7 +354,12 @@ def clean_log(
             for i, seg in enumerate(group):
                 seg_upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset
                 tracker.add_aborted(log.collect_aborted_transactions(seg.base_offset, seg_upper))
-                clean_segment(seg, out, offset_map.table, active, tracker, st, seg.mtime_ms > legacy_horizon)
+                stored = (
+                    digests.pop(seg.base_offset, None) if seg_upper - 1 <= offset_map.latest_offset else None
+                )
+                clean_segment(
+                    seg, out, offset_map.table, active, tracker, st, seg.mtime_ms > legacy_horizon, stored
+                )
                 seg.drop_cache()
             new_paths = out.finish(st, group[-1].mtime_ms, like=group[0])
         except BaseException:

@@ -244,17 +244,27 @@ def verify_segment(segment: Segment) -> None:
 
 
 # ============================================================================================ pass 1
+def new_store(rows: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
+    """A digest store of ``rows`` rows and its state (``segment_kernels.STORE_*``)."""
+    return np.empty((rows, 3), dtype=np.uint64), sk.new_state(sk.STORE_STATE, mode=mode, valid=True)
+
+
+NO_STORE = (sk.NO_STORE, sk.new_state(sk.STORE_STATE, mode=sk.STORE_NONE))
+
+
 def map_segment(
-    segment: Segment, position: int, slots: np.ndarray, tracker: TransactionTracker, st: np.ndarray
-) -> bool:
-    """Pass 1 over one segment from ``position``. True when the map filled (the round ends there)."""
+    segment: Segment, position: int, slots: np.ndarray, tracker: TransactionTracker, st: np.ndarray,
+    store: tuple[np.ndarray, np.ndarray] = NO_STORE,
+) -> bool:  # fmt: skip
+    """Pass 1 over one segment from ``position``. True when the map filled (the round ends there).
+    ``store``: where the key digests go for pass 2 (``new_store(rows, STORE_FILL)``)."""
     buf = segment.buffer()
     st["position"] = position
     st["area_next"] = 0
     areas, bounds = NO_RUN_AREAS, NO_RUN_BOUNDS
     while True:
         status = sk.build_map(
-            buf, buf.shape[0], areas, bounds, slots, tracker.table, tracker.state, tracker.events, st
+            buf, buf.shape[0], areas, bounds, slots, tracker.table, tracker.state, tracker.events, *store, st
         )
         position = int(st["position"][0])
         if status == sk.DONE:
@@ -306,9 +316,10 @@ def _map_legacy(
 # ============================================================================================ pass 2
 def clean_segment(
     segment: Segment, out: CleanedSegment, slots: np.ndarray, producers: np.ndarray, tracker: TransactionTracker,
-    st: np.ndarray, retain_legacy_deletes: bool,
+    st: np.ndarray, retain_legacy_deletes: bool, digests: np.ndarray | None = None,
 ) -> None:  # fmt: skip
-    """Pass 2 over one whole segment into ``out``."""
+    """Pass 2 over one whole segment into ``out``; ``digests``: what pass 1 stored for this segment."""
+    store = NO_STORE if digests is None else (digests, sk.new_state(sk.STORE_STATE, mode=sk.STORE_USE))
     buf = segment.buffer()
     st["position"] = 0
     st["area_next"] = 0
@@ -316,7 +327,7 @@ def clean_segment(
     while True:
         status = sk.clean(
             buf, buf.shape[0], areas, bounds, slots, producers, tracker.table, tracker.state, tracker.events,
-            out.buffer, out.batches, scratch, st,
+            out.buffer, out.batches, scratch, *store, st,
         )  # fmt: skip
         out.txn_entries += tracker.take_events()
         position = int(st["position"][0])

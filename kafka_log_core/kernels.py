@@ -131,6 +131,40 @@ _put_i32 = _writer(32)
 _put_i64 = _writer(64)
 
 
+@intrinsic
+def copy_bytes(typingctx, dst, dst_pos, src, src_pos, n):
+    """``dst[dst_pos:dst_pos+n] = src[src_pos:src_pos+n]`` as one memmove (no array views made)."""
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        d = _array_pointer(context, builder, signature.args[0], args[0], args[1], 8)
+        s = _array_pointer(context, builder, signature.args[2], args[2], args[3], 8)
+        cgutils.raw_memmove(builder, d, s, args[4], 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def prefetch_row(typingctx, table, row):
+    """Ask the CPU to fetch row ``row`` of a 2D table into the caches (no fault, no wait)."""
+    sig = types.void(table, types.intp)
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        stride = cgutils.unpack_tuple(builder, array.strides, 2)[0]
+        i8p = ir.IntType(8).as_pointer()
+        ptr = builder.gep(builder.bitcast(array.data, i8p), [builder.mul(args[1], stride)])
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0i8"
+        )
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 # ---------------------------------------------------------------------------------------------- CRC32C
 # CRC32C (Castagnoli, reflected polynomial 0x82F63B78, init and final xor 0xFFFFFFFF), as v2 batches
 # carry it over bytes [21, end). With SSE4.2 the CPU's crc32 instruction does 8 bytes at a time (the
@@ -495,10 +529,19 @@ def md5_128(b, p, n):
     return _md5_one(b, p, n, blocks, words, state)
 
 
+# Record table columns shared with the segment passes: one int64 row per record, so that a kernel
+# passes one array around, not one per column.
+(R_OFFSET, R_REC_END, R_BODY, R_TS_DELTA, R_KEY_POS, R_KEY_LEN, R_VALUE_LEN, R_WANT, R_KEEP,
+ R_NEW_TS_DELTA) = range(10)  # fmt: skip
+RECORD_COLUMNS = 10
+DIGEST_HI, DIGEST_LO = 0, 1
+WANT_NONE, WANT_HASH, WANT_STORED = 0, 1, 2  # R_WANT: no digest needed, to hash, digest already there
+
+
 @njit(cache=True)
-def hash_keys_into(area, key_pos, key_len, want, hi, lo, start, stop):
-    """MD5 digests of the keys ``start <= i < stop`` with ``want[i]`` into ``hi[i]``, ``lo[i]``; keys
-    of one block go sixteen at a time through the lanes."""
+def hash_rows(area, rec, digests, start, stop):
+    """MD5 digests of the keys of rows ``start <= r < stop`` of a record table whose R_WANT is WANT_HASH,
+    into ``digests[r]``; keys of one block go sixteen at a time through the lanes."""
     words = np.empty((16, LANES), dtype=np.uint32)
     state = np.empty((4, LANES), dtype=np.uint32)
     rows = np.empty(LANES, dtype=np.int64)
@@ -509,13 +552,15 @@ def hash_keys_into(area, key_pos, key_len, want, hi, lo, start, stop):
     filled = 0
     for i in range(start, stop + 1):
         if i < stop:
-            length = key_len[i]
-            if length < 0 or not want[i]:
+            length = rec[i, R_KEY_LEN]
+            if length < 0 or rec[i, R_WANT] != WANT_HASH:
                 continue
             if length > MAX_ONE_BLOCK_KEY:
-                hi[i], lo[i] = _md5_one(area, key_pos[i], length, long_blocks, long_words, long_state)
+                hi, lo = _md5_one(area, rec[i, R_KEY_POS], length, long_blocks, long_words, long_state)
+                digests[i, DIGEST_HI] = hi
+                digests[i, DIGEST_LO] = lo
                 continue
-            _md5_fill_lane(area, key_pos[i], length, words, filled)
+            _md5_fill_lane(area, rec[i, R_KEY_POS], length, words, filled)
             rows[filled] = i
             filled += 1
         if filled == LANES or (i == stop and filled > 0):
@@ -524,8 +569,12 @@ def hash_keys_into(area, key_pos, key_len, want, hi, lo, start, stop):
             _md5_compress(words, state)
             for lane in range(filled):
                 r = rows[lane]
-                hi[r] = np.uint64(state[0, lane]) | (np.uint64(state[1, lane]) << np.uint64(32))
-                lo[r] = np.uint64(state[2, lane]) | (np.uint64(state[3, lane]) << np.uint64(32))
+                digests[r, DIGEST_HI] = np.uint64(state[0, lane]) | (
+                    np.uint64(state[1, lane]) << np.uint64(32)
+                )
+                digests[r, DIGEST_LO] = np.uint64(state[2, lane]) | (
+                    np.uint64(state[3, lane]) << np.uint64(32)
+                )
             filled = 0
 
 
@@ -533,10 +582,14 @@ def hash_keys_into(area, key_pos, key_len, want, hi, lo, start, stop):
 def hash_keys(area, key_pos, key_len):
     """MD5 digests of each non-null key; null keys get (0, 0) and must be masked by the caller."""
     n = key_pos.shape[0]
-    hi = np.zeros(n, dtype=np.uint64)
-    lo = np.zeros(n, dtype=np.uint64)
-    hash_keys_into(area, key_pos, key_len, np.ones(n, dtype=np.bool_), hi, lo, 0, n)
-    return hi, lo
+    rec = np.zeros((n, RECORD_COLUMNS), dtype=np.int64)
+    for i in range(n):
+        rec[i, R_KEY_POS] = key_pos[i]
+        rec[i, R_KEY_LEN] = key_len[i]
+        rec[i, R_WANT] = 1
+    digests = np.zeros((n, 2), dtype=np.uint64)
+    hash_rows(area, rec, digests, 0, n)
+    return digests[:, DIGEST_HI].copy(), digests[:, DIGEST_LO].copy()
 
 
 @njit(cache=True)

@@ -55,19 +55,38 @@ import numpy as np
 from numba import njit
 
 from .kernels import (
+    DIGEST_HI,
+    DIGEST_LO,
     OK,
+    R_BODY,
+    R_KEEP,
+    R_KEY_LEN,
+    R_KEY_POS,
+    R_NEW_TS_DELTA,
+    R_OFFSET,
+    R_REC_END,
+    R_TS_DELTA,
+    R_VALUE_LEN,
+    R_WANT,
+    RECORD_COLUMNS,
+    WANT_HASH,
+    WANT_NONE,
+    WANT_STORED,
     _i16,
     _i32,
     _i64,
     _put_i16,
     _put_i32,
     _put_i64,
+    _slot,
     _u32,
     _varint,
+    copy_bytes,
     crc32c,
-    hash_keys_into,
+    hash_rows,
     map_find,
     map_put,
+    prefetch_row,
     walk_record,
 )
 
@@ -241,14 +260,18 @@ BatchHead = namedtuple(
     ],
 )  # fmt: skip
 
-# Per-record and per-batch columns of a chunk.
-Chunk = namedtuple(
-    "Chunk",
-    [
-        "offset", "rec_end", "body", "ts_delta", "key_pos", "key_len", "value_len", "hash_hi", "hash_lo", "want",
-        "keep", "new_ts_delta", "batch_pos", "batch_first", "batch_walked", "batch_area",
-    ],
-)  # fmt: skip
+# A chunk: the record table (one int64 row per record, kernels.R_* columns), the key digests, and one
+# int64 row per batch: its position, its first record row, whether its records walked, and which
+# decompressed area holds them (-1: the segment's own bytes).
+B_POS, B_FIRST, B_WALKED, B_AREA, B_STORED = range(5)  # B_STORED: digest store cursor at the batch
+BATCH_COLUMNS = 5
+
+# Key digests kept from pass 1 for pass 2 (one uint64 row per keyed record: digest hi, lo, offset): the
+# same records of the same segment come in the same order, so pass 2 takes them instead of hashing
+# again. The offset in each row is checked; out of step, pass 2 hashes the rest itself.
+STORE_NONE, STORE_FILL, STORE_USE = 0, 1, 2
+STORE_STATE = np.dtype([("mode", np.int64), ("used", np.int64), ("valid", np.bool_)])
+NO_STORE = np.zeros((0, 3), dtype=np.uint64)
 CHUNK_RECORDS = 2048
 CHUNK_BATCHES = 512
 
@@ -299,18 +322,16 @@ def _framing(buf, pos, end):
 
 @njit(cache=True)
 def new_chunk(records, batches):
-    return Chunk(
-        np.empty(records, np.int64), np.empty(records, np.int64), np.empty(records, np.int64),
-        np.empty(records, np.int64), np.empty(records, np.int64), np.empty(records, np.int64),
-        np.empty(records, np.int64), np.zeros(records, np.uint64), np.zeros(records, np.uint64),
-        np.zeros(records, np.bool_), np.zeros(records, np.bool_), np.empty(records, np.int64),
-        np.empty(batches + 1, np.int64), np.empty(batches + 1, np.int64), np.zeros(batches + 1, np.bool_),
-        np.empty(batches + 1, np.int64),
-    )  # fmt: skip
+    """The record table (``kernels.R_*`` columns), its key digests, and the batch table (B_* columns)."""
+    return (
+        np.zeros((records, RECORD_COLUMNS), dtype=np.int64),
+        np.zeros((records, 2), dtype=np.uint64),
+        np.zeros((batches + 1, BATCH_COLUMNS), dtype=np.int64),
+    )
 
 
 @njit(cache=True, inline="always")
-def _walk_into(area, start, end, count, base_offset, ch, r0, control, hash_from, hash_upto):
+def _walk_into(area, start, end, count, base_offset, rec, r0, control, hash_from, hash_upto):
     """Walk ``count`` records of one batch into rows ``r0..`` of the chunk; mark the keys to hash.
     Returns (err, err_pos)."""
     p = start
@@ -320,14 +341,14 @@ def _walk_into(area, start, end, count, base_offset, ch, r0, control, hash_from,
             return err, err_pos
         r = r0 + i
         offset = base_offset + od
-        ch.offset[r] = offset
-        ch.rec_end[r] = rec_end
-        ch.body[r] = body
-        ch.ts_delta[r] = tsd
-        ch.key_pos[r] = kpos
-        ch.key_len[r] = klen
-        ch.value_len[r] = vlen
-        ch.want[r] = (not control) and klen >= 0 and hash_from <= offset <= hash_upto
+        rec[r, R_OFFSET] = offset
+        rec[r, R_REC_END] = rec_end
+        rec[r, R_BODY] = body
+        rec[r, R_TS_DELTA] = tsd
+        rec[r, R_KEY_POS] = kpos
+        rec[r, R_KEY_LEN] = klen
+        rec[r, R_VALUE_LEN] = vlen
+        rec[r, R_WANT] = 1 if (not control) and klen >= 0 and hash_from <= offset <= hash_upto else 0
         p = rec_end
     if p != end:
         return 5, p  # kernels.ERR_LEFTOVER
@@ -335,7 +356,9 @@ def _walk_into(area, start, end, count, base_offset, ch, r0, control, hash_from,
 
 
 @njit(cache=True)
-def _walk_chunk(buf, pos, end, ch, check_crc, hash_from, hash_upto, areas, bounds, area_next):
+def _walk_chunk(
+    buf, pos, end, rec, dig, bat, check_crc, hash_from, hash_upto, areas, bounds, area_next, store, sst
+):
     """Phase A: walk the records of consecutive v2 batches from ``pos`` into the chunk and hash their
     keys. The first ``bounds.shape[0] - area_next`` batches are compressed ones Python decompressed:
     their records are ``areas[bounds[i, 0]:bounds[i, 1]]`` (a failed decompression: -1). Returns
@@ -348,8 +371,8 @@ def _walk_chunk(buf, pos, end, ch, check_crc, hash_from, hash_upto, areas, bound
     outcome = _CHUNK_DONE
     err = np.int64(0)
     err_pos = np.int64(0)
-    n_records = ch.offset.shape[0]
-    n_batches = ch.batch_pos.shape[0] - 1
+    n_records = rec.shape[0]
+    n_batches = bat.shape[0] - 1
     while True:
         status, total, magic = _framing(buf, pos, end)
         if status != CONTINUE:
@@ -373,46 +396,84 @@ def _walk_chunk(buf, pos, end, ch, check_crc, hash_from, hash_upto, areas, bound
                 outcome = STOP_COMPRESSED  # Python decompresses the run of compressed batches from here
                 break
             a0 = bounds[area_next, 0]
-            ch.batch_area[nb] = area_next
+            bat[nb, B_AREA] = area_next
             area_next += 1
             if a0 >= 0:
-                err, err_pos = _walk_into(areas, a0, bounds[area_next - 1, 1], count, base, ch, nr, control,
+                err, err_pos = _walk_into(areas, a0, bounds[area_next - 1, 1], count, base, rec, nr, control,
                                           hash_from, hash_upto)  # fmt: skip
             else:
                 err = 1  # not decompressed: Python raises the codec's error if the records are needed
             if err == OK:
                 nr_area = nr + count
         else:
-            ch.batch_area[nb] = -1
-            err, err_pos = _walk_into(buf, pos + HEADER_SIZE, pos + total, count, base, ch, nr, control, hash_from,
+            bat[nb, B_AREA] = -1
+            err, err_pos = _walk_into(buf, pos + HEADER_SIZE, pos + total, count, base, rec, nr, control, hash_from,
                                       hash_upto)  # fmt: skip
-        ch.batch_pos[nb] = pos
-        ch.batch_first[nb] = nr
-        ch.batch_walked[nb] = err == OK
+        bat[nb, B_POS] = pos
+        bat[nb, B_FIRST] = nr
+        bat[nb, B_WALKED] = err == OK
         nb += 1
         pos += total
         if err != OK:
             outcome = _CHUNK_WALK_FAILED
             break
         nr += count
-    ch.batch_first[nb] = nr
-    hash_keys_into(areas, ch.key_pos, ch.key_len, ch.want, ch.hash_hi, ch.hash_lo, 0, nr_area)
-    hash_keys_into(buf, ch.key_pos, ch.key_len, ch.want, ch.hash_hi, ch.hash_lo, nr_area, nr)
+    bat[nb, B_FIRST] = nr
+    if sst[0].mode == STORE_USE:
+        _store_take(store, sst, rec, dig, bat, nb)
+    hash_rows(areas, rec, dig, 0, nr_area)
+    hash_rows(buf, rec, dig, nr_area, nr)
     return outcome, pos, nb, nr, err, err_pos, area_next
 
 
 @njit(cache=True, inline="always")
-def _control_type(area, ch, r):
+def _store_take(store, sst, rec, dig, bat, nb):
+    """Digests of the chunk's keys from the store, while the offsets agree."""
+    s = sst[0]
+    for k in range(nb):
+        bat[k, B_STORED] = s.used
+        for r in range(bat[k, B_FIRST], bat[k + 1, B_FIRST]):
+            if rec[r, R_WANT] == WANT_HASH and s.mode == STORE_USE:
+                c = s.used
+                if c < store.shape[0] and np.int64(store[c, 2]) == rec[r, R_OFFSET]:
+                    dig[r, DIGEST_HI] = store[c, 0]
+                    dig[r, DIGEST_LO] = store[c, 1]
+                    rec[r, R_WANT] = WANT_STORED
+                    s.used = c + 1
+                else:
+                    s.mode = STORE_NONE  # out of step: hash from here on
+    bat[nb, B_STORED] = s.used
+
+
+@njit(cache=True, inline="always")
+def _store_put(store, sst, rec, dig, r0, r1):
+    """The digests of one completed batch of pass 1, appended to the store (until it is full)."""
+    s = sst[0]
+    for r in range(r0, r1):
+        if rec[r, R_WANT] != WANT_NONE and s.mode == STORE_FILL:
+            c = s.used
+            if c == store.shape[0]:
+                s.mode = STORE_NONE
+                s.valid = False
+                return
+            store[c, 0] = dig[r, DIGEST_HI]
+            store[c, 1] = dig[r, DIGEST_LO]
+            store[c, 2] = np.uint64(rec[r, R_OFFSET])
+            s.used = c + 1
+
+
+@njit(cache=True, inline="always")
+def _control_type(area, rec, r):
     """The marker type of a control batch's first record, or UNREADABLE_CONTROL (what
     ``record_batch.decode_control_record`` would refuse)."""
-    klen = ch.key_len[r]
+    klen = rec[r, R_KEY_LEN]
     if klen < 4:
         return UNREADABLE_CONTROL
-    kpos = ch.key_pos[r]
+    kpos = rec[r, R_KEY_POS]
     if _i16(area, kpos) < 0:
         return UNREADABLE_CONTROL
     ctype = _i16(area, kpos + 2)
-    if (ctype == CONTROL_ABORT or ctype == CONTROL_COMMIT) and ch.value_len[r] < 6:
+    if (ctype == CONTROL_ABORT or ctype == CONTROL_COMMIT) and rec[r, R_VALUE_LEN] < 6:
         return UNREADABLE_CONTROL
     return ctype
 
@@ -647,9 +708,19 @@ def verify_batches(buf, pos, end):
         pos += total
 
 
+@njit(cache=True, inline="always")
+def _prefetch_slots(slots, rec, dig, nr):
+    """Start fetching the map slot of every key of the chunk before the decisions need them: the
+    misses overlap instead of coming one after another."""
+    n_slots = slots.shape[0]
+    for r in range(nr):
+        if rec[r, R_WANT]:
+            prefetch_row(slots, _slot(dig[r, DIGEST_HI], n_slots))
+
+
 # ---------------------------------------------------------------------------------------------- pass 1
 @njit(cache=True, inline="always")
-def _map_batch(buf, pos, h, area, ch, r0, walked, slots, txn, tstate, events, st):
+def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, events, st):
     """One batch of pass 1 (spec M2-M4): the tracker, then every keyed record at or above the first
     dirty offset goes into the map. ``walked``: its records are in the chunk from row ``r0`` (they
     did not walk, or were not decompressed: an error only if they are needed)."""
@@ -662,7 +733,7 @@ def _map_batch(buf, pos, h, area, ch, r0, walked, slots, txn, tstate, events, st
         if h.count > 0:
             if not walked:
                 return ERR_RECORD
-            ctype = _control_type(area, ch, r0)
+            ctype = _control_type(area, rec, r0)
             if ctype == UNREADABLE_CONTROL:
                 return ERR_CONTROL
         _track_control(txn, tstate, events, h.producer_id, h.count, ctype)
@@ -676,43 +747,59 @@ def _map_batch(buf, pos, h, area, ch, r0, walked, slots, txn, tstate, events, st
                 return ERR_RECORD
             s.scanned += h.count
             for r in range(r0, r0 + h.count):
-                if ch.key_len[r] >= 0 and ch.offset[r] >= s.start_offset:
+                if rec[r, R_KEY_LEN] >= 0 and rec[r, R_OFFSET] >= s.start_offset:
                     if s.keys >= s.capacity:
                         return STOP_MAP_FULL
-                    s.keys += map_put(slots, ch.hash_hi[r], ch.hash_lo[r], ch.offset[r])
+                    s.keys += map_put(slots, dig[r, DIGEST_HI], dig[r, DIGEST_LO], rec[r, R_OFFSET])
                     s.puts += 1
-                    s.latest_offset = ch.offset[r]
+                    s.latest_offset = rec[r, R_OFFSET]
     if h.last_offset >= s.start_offset:
         s.latest_offset = h.last_offset
     return CONTINUE
 
 
 @njit(cache=True)
-def build_map(buf, end, areas, bounds, slots, txn, tstate, events, st):
+def build_map(buf, end, areas, bounds, slots, txn, tstate, events, store, sst, st):
     """Pass 1 over ``buf[st.position:end]``, CRC32C checked on the way. ``areas``/``bounds``: the
     records of the run of compressed batches at ``st.position``, from ``st.area_next`` on (see
     ``_walk_chunk``). See the module docstring for the statuses."""
-    ch = new_chunk(CHUNK_RECORDS, CHUNK_BATCHES)
+    rec, dig, bat = new_chunk(CHUNK_RECORDS, CHUNK_BATCHES)
     pos = st[0].position
     area_next = st[0].area_next
     while True:
         outcome, stop, nb, nr, err, err_pos, next_area = _walk_chunk(
-            buf, pos, end, ch, True, st[0].start_offset, MAX_LONG, areas, bounds, area_next
+            buf,
+            pos,
+            end,
+            rec,
+            dig,
+            bat,
+            True,
+            st[0].start_offset,
+            MAX_LONG,
+            areas,
+            bounds,
+            area_next,
+            store,
+            sst,
         )
         if outcome == _CHUNK_GROW:
-            ch = new_chunk(max(2 * ch.offset.shape[0], _i32(buf, pos + RECORDS_COUNT_AT)), CHUNK_BATCHES)
+            rec, dig, bat = new_chunk(max(2 * rec.shape[0], _i32(buf, pos + RECORDS_COUNT_AT)), CHUNK_BATCHES)
             continue
         st[0].error = err
         st[0].error_position = err_pos
+        _prefetch_slots(slots, rec, dig, nr)
         for k in range(nb):
-            bpos = ch.batch_pos[k]
-            area = areas if ch.batch_area[k] >= 0 else buf
-            status = _map_batch(buf, bpos, _head(buf, bpos), area, ch, ch.batch_first[k], ch.batch_walked[k], slots,
+            bpos = bat[k, B_POS]
+            area = areas if bat[k, B_AREA] >= 0 else buf
+            status = _map_batch(buf, bpos, _head(buf, bpos), area, rec, dig, bat[k, B_FIRST], bat[k, B_WALKED], slots,
                                 txn, tstate, events, st)  # fmt: skip
             if status != CONTINUE:
                 st[0].position = bpos
-                st[0].area_next = ch.batch_area[k] if ch.batch_area[k] >= 0 else next_area
+                st[0].area_next = bat[k, B_AREA] if bat[k, B_AREA] >= 0 else next_area
                 return status
+            if sst[0].mode == STORE_FILL:
+                _store_put(store, sst, rec, dig, bat[k, B_FIRST], bat[k + 1, B_FIRST])
         pos = stop
         area_next = next_area
         if outcome == _CHUNK_FULL or outcome == _CHUNK_WALK_FAILED:
@@ -791,19 +878,11 @@ def _put_varlong(out, w, v):
 def _write_header(out, w, src, src_pos, length, attributes, base_ts, max_ts, count):
     """A v2 header at ``out[w]`` taking base offset, leader epoch, last offset delta and producer fields
     from the original header at ``src[src_pos]``; the CRC is written by ``_seal``."""
-    out[w : w + LOG_OVERHEAD] = src[src_pos : src_pos + LOG_OVERHEAD]  # base offset, length (fixed below)
+    copy_bytes(out, w, src, src_pos, HEADER_SIZE)  # then the fields that change
     _put_i32(out, w + BATCH_LENGTH_AT, length - LOG_OVERHEAD)
-    out[w + LEADER_EPOCH_AT : w + MAGIC_AT] = src[src_pos + LEADER_EPOCH_AT : src_pos + MAGIC_AT]
-    out[w + MAGIC_AT] = 2
     _put_i16(out, w + ATTRIBUTES_AT, attributes)
-    out[w + LAST_OFFSET_DELTA_AT : w + BASE_TIMESTAMP_AT] = src[
-        src_pos + LAST_OFFSET_DELTA_AT : src_pos + BASE_TIMESTAMP_AT
-    ]
     _put_i64(out, w + BASE_TIMESTAMP_AT, base_ts)
     _put_i64(out, w + MAX_TIMESTAMP_AT, max_ts)
-    out[w + PRODUCER_ID_AT : w + RECORDS_COUNT_AT] = src[
-        src_pos + PRODUCER_ID_AT : src_pos + RECORDS_COUNT_AT
-    ]
     _put_i32(out, w + RECORDS_COUNT_AT, count)
 
 
@@ -825,7 +904,7 @@ def _emit(outb, s, w, last_offset, max_ts, length):
 
 @njit(cache=True, inline="always")
 def _clean_batch(
-    buf, pos, h, area, ch, r0, walked, slots, producers, txn, tstate, events, out, outb, scratch, st
+    buf, pos, h, area, rec, dig, r0, walked, slots, producers, txn, tstate, events, out, outb, scratch, st
 ):
     """One batch of pass 2 (spec R1-R5, X2-X4): tracker, disposition, the keep rule per record, and the
     batch written to ``out`` unchanged, rebuilt, or as an empty header -- or dropped."""
@@ -844,7 +923,7 @@ def _clean_batch(
         if h.count > 0:
             if not walked:
                 return ERR_RECORD
-            ctype = _control_type(area, ch, r0)
+            ctype = _control_type(area, rec, r0)
             if ctype == UNREADABLE_CONTROL:
                 return ERR_CONTROL
         can_discard = _track_control(txn, tstate, events, h.producer_id, h.count, ctype)
@@ -877,21 +956,23 @@ def _clean_batch(
     max_kept_ts = np.int64(-1)
     latest = s.latest_offset
     for r in range(r0, r0 + n):
-        tomb = ch.value_len[r] < 0
+        tomb = rec[r, R_VALUE_LEN] < 0
         if tomb:
             tombs += 1
-        offset = ch.offset[r]
+        offset = rec[r, R_OFFSET]
         if discard_records:
             k = False
         elif control or offset > latest:
             k = True
-        elif ch.key_len[r] < 0:
+        elif rec[r, R_KEY_LEN] < 0:
             k = False
         else:
-            k = offset >= map_find(slots, ch.hash_hi[r], ch.hash_lo[r]) and (not tomb or retain_deletes)
-        ch.keep[r] = k
+            k = offset >= map_find(slots, dig[r, DIGEST_HI], dig[r, DIGEST_LO]) and (
+                not tomb or retain_deletes
+            )
+        rec[r, R_KEEP] = k
         if k:
-            ts = h.max_timestamp if log_append else h.base_timestamp + ch.ts_delta[r]
+            ts = h.max_timestamp if log_append else h.base_timestamp + rec[r, R_TS_DELTA]
             if kept == 0:
                 first_ts = ts
                 max_kept_ts = ts
@@ -909,7 +990,7 @@ def _clean_batch(
     if kept:
         need_horizon = (kept_tombs > 0 or (can_discard and control)) and not has_horizon
         if kept == n and not need_horizon:  # every record kept: the original bytes, unchanged
-            out[w : w + h.size] = buf[pos : pos + h.size]
+            copy_bytes(out, w, buf, pos, h.size)
             _emit(outb, s, w, h.last_offset, h.max_timestamp, h.size)
             return CONTINUE
         if need_horizon:
@@ -925,17 +1006,17 @@ def _clean_batch(
         if horizon >= 0:
             attributes |= DELETE_HORIZON_MASK
         for r in range(r0, r0 + n):  # record timestamps stay; their deltas follow the new base
-            if ch.keep[r]:
-                ts = h.max_timestamp if log_append else h.base_timestamp + ch.ts_delta[r]
-                ch.new_ts_delta[r] = ts - base_ts
+            if rec[r, R_KEEP]:
+                ts = h.max_timestamp if log_append else h.base_timestamp + rec[r, R_TS_DELTA]
+                rec[r, R_NEW_TS_DELTA] = ts - base_ts
         if h.attributes & CODEC_MASK:  # Python compresses the records and frames the batch
-            s.rebuilt_length = _write_rebuilt(area, ch, r0, n, scratch, 0)
+            s.rebuilt_length = _write_rebuilt(area, rec, r0, n, scratch, 0)
             s.rebuilt_attributes = attributes
             s.rebuilt_base_timestamp = base_ts
             s.rebuilt_max_timestamp = max_ts
             s.rebuilt_count = kept
             return REBUILT
-        end = _write_rebuilt(area, ch, r0, n, out, w + HEADER_SIZE)
+        end = _write_rebuilt(area, rec, r0, n, out, w + HEADER_SIZE)
         length = end - w
         _write_header(out, w, buf, pos, length, attributes, base_ts, max_ts, kept)
         _seal(out, w, length)
@@ -951,50 +1032,53 @@ def _clean_batch(
 
 
 @njit(cache=True)
-def _write_rebuilt(area, ch, r0, n, out, w):
+def _write_rebuilt(area, rec, r0, n, out, w):
     """The kept records of one batch, re-encoded as Kafka's builder writes them: attributes 0 and the
     new timestamp deltas; offset deltas, keys, values and headers byte for byte. Returns the position
     after the last record."""
     for r in range(r0, r0 + n):
-        if not ch.keep[r]:
+        if not rec[r, R_KEEP]:
             continue
-        rest = ch.body[r] + 1 + _varlong_size(ch.ts_delta[r])
-        rest_len = ch.rec_end[r] - rest
-        new_tsd = ch.new_ts_delta[r]
+        rest = rec[r, R_BODY] + 1 + _varlong_size(rec[r, R_TS_DELTA])
+        rest_len = rec[r, R_REC_END] - rest
+        new_tsd = rec[r, R_NEW_TS_DELTA]
         w = _put_varlong(out, w, np.int64(1 + _varlong_size(new_tsd) + rest_len))  # zig-zag of a length >= 0
         out[w] = 0
         w += 1
         w = _put_varlong(out, w, new_tsd)
-        out[w : w + rest_len] = area[rest : ch.rec_end[r]]
+        copy_bytes(out, w, area, rest, rest_len)
         w += rest_len
     return w
 
 
 @njit(cache=True)
-def clean(buf, end, areas, bounds, slots, producers, txn, tstate, events, out, outb, scratch, st):
+def clean(buf, end, areas, bounds, slots, producers, txn, tstate, events, out, outb, scratch, store, sst, st):
     """Pass 2 over ``buf[st.position:end]`` into the output buffer; ``areas``/``bounds`` as for
     :func:`build_map`. REBUILT leaves a compressed batch's kept records in ``scratch`` for Python to
     compress (``st.position`` / ``st.area_next``: that batch, done otherwise)."""
-    ch = new_chunk(CHUNK_RECORDS, CHUNK_BATCHES)
+    rec, dig, bat = new_chunk(CHUNK_RECORDS, CHUNK_BATCHES)
     pos = st[0].position
     area_next = st[0].area_next
     while True:
         outcome, stop, nb, nr, err, err_pos, next_area = _walk_chunk(
-            buf, pos, end, ch, False, -1, st[0].latest_offset, areas, bounds, area_next
+            buf, pos, end, rec, dig, bat, False, -1, st[0].latest_offset, areas, bounds, area_next, store, sst
         )
         if outcome == _CHUNK_GROW:
-            ch = new_chunk(max(2 * ch.offset.shape[0], _i32(buf, pos + RECORDS_COUNT_AT)), CHUNK_BATCHES)
+            rec, dig, bat = new_chunk(max(2 * rec.shape[0], _i32(buf, pos + RECORDS_COUNT_AT)), CHUNK_BATCHES)
             continue
         st[0].error = err
         st[0].error_position = err_pos
+        _prefetch_slots(slots, rec, dig, nr)
         for k in range(nb):
-            bpos = ch.batch_pos[k]
-            area = areas if ch.batch_area[k] >= 0 else buf
-            status = _clean_batch(buf, bpos, _head(buf, bpos), area, ch, ch.batch_first[k], ch.batch_walked[k],
+            bpos = bat[k, B_POS]
+            area = areas if bat[k, B_AREA] >= 0 else buf
+            status = _clean_batch(buf, bpos, _head(buf, bpos), area, rec, dig, bat[k, B_FIRST], bat[k, B_WALKED],
                                   slots, producers, txn, tstate, events, out, outb, scratch, st)  # fmt: skip
             if status != CONTINUE:
                 st[0].position = bpos
-                st[0].area_next = ch.batch_area[k] if ch.batch_area[k] >= 0 else next_area
+                st[0].area_next = bat[k, B_AREA] if bat[k, B_AREA] >= 0 else next_area
+                if sst[0].mode == STORE_USE:  # the batches from here are walked again
+                    sst[0].used = bat[k + 1, B_STORED] if status == REBUILT else bat[k, B_STORED]
                 return status
         pos = stop
         area_next = next_area
@@ -1011,7 +1095,7 @@ def append_output(out, outb, st, data, last_offset, max_ts):
     s = st[0]
     w = s.out_used
     n = data.shape[0]
-    out[w : w + n] = data
+    copy_bytes(out, w, data, 0, n)
     _emit(outb, s, w, last_offset, max_ts, n)
 
 

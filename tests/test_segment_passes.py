@@ -388,3 +388,41 @@ def test_no_python_step_per_batch_for_plain_and_committed_data(tmp_path, monkeyp
         monkeypatch.setattr(sk, name, counting)
     clean(tmp_path, broker=KEEP_PRODUCERS)
     assert calls == {"build_map": 1, "clean": 1}
+
+
+@pytest.mark.parametrize(
+    "store_bytes", [0, 24 * 50, cleaner.DIGEST_STORE_BYTES], ids=["none", "overflowing", "default"]
+)
+def test_digests_kept_from_pass_one_give_the_same_files(tmp_path, monkeypatch, store_bytes):
+    """Pass 2 takes the key digests pass 1 stored instead of hashing again: with no store, a store too
+    small for a segment, or the default one, the cleaned files are the same."""
+    rng = random.Random(3)
+    segments, offset, aborted = {}, 0, []
+    for base in range(4):
+        out = []
+        segments[offset] = out
+        for _ in range(150):
+            n = rng.choice([1, 1, 4])
+            kind = rng.random()
+            kvs = [(f"k{rng.randrange(120)}", None if rng.random() < 0.05 else "v") for _ in range(n)]
+            if kind < 0.1:
+                out += [
+                    batch(offset, kvs, pid=50, epoch=0, seq=offset, txn=True),
+                    marker(offset + n, False, 50),
+                ]
+                aborted.append((offset, offset + n))
+                offset += n + 1
+            else:
+                out.append(batch(offset, kvs, codec=compression.LZ4 if kind < 0.3 else 0))
+                offset += n
+    segments[offset] = [single(offset, "z")]
+    for d in ("reference", "stored"):
+        layout(tmp_path / d, segments)
+        write_txnindex(part(tmp_path / d), 0, [(50, f, last, f) for f, last in aborted])
+    monkeypatch.setattr(cleaner, "DIGEST_STORE_BYTES", 0)
+    clean(tmp_path / "reference", broker=FORGET_PRODUCERS)
+    monkeypatch.setattr(cleaner, "DIGEST_STORE_BYTES", store_bytes)
+    clean(tmp_path / "stored", broker=FORGET_PRODUCERS)
+    a = {p.name: p.read_bytes() for p in part(tmp_path / "reference").iterdir()}
+    b = {p.name: p.read_bytes() for p in part(tmp_path / "stored").iterdir()}
+    assert a == b
