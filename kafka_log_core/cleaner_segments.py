@@ -22,7 +22,7 @@ from typing import cast
 
 import numpy as np
 
-from . import compression, fsutil, kernels, log_file, record_batch, scan
+from . import codec_kernels, compression, fsutil, kernels, log_file, record_batch, scan
 from . import segment_kernels as sk
 from .config import LogConfig
 from .errors import CorruptRecordError, KafkaLogError
@@ -44,6 +44,7 @@ from .txn_tracker import TransactionTracker
 
 OUTPUT_BYTES = 4 * 1024 * 1024  # output buffer of pass 2, written out whenever it fills
 _NO_SCRATCH = np.empty(0, dtype=np.uint8)
+SCRATCH_BYTES = 4 * 1024 * 1024  # rebuilt records of compressed batches, until the output is written
 
 
 # ============================================================================================ output
@@ -74,24 +75,50 @@ class CleanedSegment:
 
     def start(self, st: np.ndarray) -> None:
         """Point the pass state at this (empty) output."""
-        st["out_used"] = 0
-        st["out_batches"] = 0
+        for name in ("out_used", "out_batches", "holes", "scratch_used"):
+            st[name] = 0
         st["out_file_position"] = self.position
 
-    def flush(self, st: np.ndarray) -> None:
-        """Write the buffered batches and feed them to the index builder."""
+    def flush(
+        self, st: np.ndarray, source: np.ndarray | None = None, scratch: np.ndarray | None = None
+    ) -> None:
+        """Write the buffered batches -- the holes filled: their rebuilt records in ``scratch`` compressed,
+        framed with the header fields of their batch in ``source`` -- and index them."""
         used, n = int(st["out_used"][0]), int(st["out_batches"][0])
-        if used:
-            self._f.write(memoryview(self.buffer)[:used])
-            self.position += used
+        rows = self.batches[:n]
+        positions = rows["position"]
+        if int(st["holes"][0]):
+            if source is None or scratch is None:
+                raise RuntimeError("holes are filled from the segment they come from")
+            holes = np.flatnonzero(rows["hole_length"] >= 0)
+            pieces: list[bytes | memoryview] = []
+            cursor, extra = 0, np.zeros(n, dtype=np.int64)
+            for i in holes.tolist():
+                at = int(rows["position"][i]) - int(st["out_file_position"][0])
+                pieces.append(self.buffer.data[cursor:at])
+                cursor = at
+                data = _frame_hole(rows[i], source, scratch)
+                pieces.append(data)
+                extra[i] = len(data)
+            pieces.append(self.buffer.data[cursor:used])
+            for piece in pieces:
+                self._f.write(piece)
+            positions = positions + (np.cumsum(extra) - extra)  # each batch moves by the holes before it
+            written = int(extra.sum())
+            st["bytes_written"] += written
+            self.position += written
+        elif used:
+            self._f.write(self.buffer.data[:used])
+        self.position += used
         if n:
-            rows = self.batches[:n]
-            self.builder.append_many(rows["position"], rows["last_offset"], rows["max_timestamp"])
+            self.builder.append_many(positions, rows["last_offset"], rows["max_timestamp"])
         self.start(st)
 
-    def make_room(self, st: np.ndarray, needed: int) -> None:
+    def make_room(
+        self, st: np.ndarray, needed: int, source: np.ndarray | None = None, scratch: np.ndarray | None = None
+    ) -> None:
         if int(st["out_used"][0]) or int(st["out_batches"][0]):
-            self.flush(st)
+            self.flush(st, source, scratch)
         if needed > self.buffer.shape[0]:  # one batch larger than the buffer
             self._size(needed)
 
@@ -131,6 +158,21 @@ class CleanedSegment:
             p = segment_file(self.directory, self.base, suffix, CLEANED_MARKER)
             if p.exists():
                 p.unlink()
+
+
+def _frame_hole(row: np.void, source: np.ndarray, scratch: np.ndarray) -> bytes:
+    """A compressed batch that lost records: its kept records (rebuilt by the kernel) compressed with its
+    codec at the default level, under its header with the new count, timestamps and attributes."""
+    position = int(row["source_position"])
+    header = record_batch.decode_header(source.data[position : position + record_batch.HEADER_SIZE])
+    start = int(row["hole_start"])
+    records = scratch[start : start + int(row["hole_length"])]
+    body = compression.compress(header.compression, records.data, record_batch.MAGIC)
+    return record_batch._assemble(
+        header.base_offset, header.partition_leader_epoch, int(row["attributes"]), header.last_offset_delta,
+        int(row["base_timestamp"]), int(row["max_timestamp"]), header.producer_id, header.producer_epoch,
+        header.base_sequence, int(row["count"]), body,
+    )  # fmt: skip
 
 
 def _copy_ownership(source: Segment, paths: list[Path]) -> None:
@@ -198,30 +240,55 @@ class Run:
     LIMIT = 1024  # batches per run
 
     def __init__(self, buf: np.ndarray, position: int) -> None:
-        n, positions, sizes, codecs = sk.compressed_run(buf, position, buf.shape[0], self.LIMIT)
-        view = memoryview(buf)
-        parts = []
-        bounds = np.full((n, 2), -1, dtype=np.int64)
+        _, positions, sizes, codecs = sk.compressed_run(buf, position, buf.shape[0], self.LIMIT)
+        view = buf.data
+        header = record_batch.HEADER_SIZE
+        parts, starts, ends = [], [], []
         at = 0
-        largest = 0
-        for i, (p, size, codec) in enumerate(
-            zip(positions.tolist(), sizes.tolist(), codecs.tolist(), strict=True)
-        ):
+        for p, size, codec in zip(positions.tolist(), sizes.tolist(), codecs.tolist(), strict=True):
             try:
-                raw = compression.decompress(
-                    codec, view[p + record_batch.HEADER_SIZE : p + size], record_batch.MAGIC
-                )
+                raw = compression.decompress(codec, view[p + header : p + size], record_batch.MAGIC)
             except KafkaLogError:
+                starts.append(-1)
+                ends.append(-1)
                 continue
             parts.append(raw)
-            bounds[i] = (at, at + len(raw))
+            starts.append(at)
             at += len(raw)
-            largest = max(
-                largest, len(raw) + sk.REBUILD_GROWTH_PER_RECORD * _i32_at(buf, p + sk.RECORDS_COUNT_AT)
-            )
+            ends.append(at)
         self.areas = kernels.as_bytes(b"".join(parts))
-        self.bounds = bounds
-        self.largest_rebuild = largest
+        self.bounds = np.ascontiguousarray(np.array([starts, ends], dtype=np.int64).reshape(2, -1).T)
+
+
+def new_karea(size: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The buffer the kernels decompress lz4 batches into: writable, and the same memory read-only (the
+    type every record source has in the kernels). One chunk's worth; made larger on STOP_AREA_ROOM."""
+    writable = np.empty(max(size, KAREA_BYTES), dtype=np.uint8)
+    return writable, kernels.as_bytes(writable.view())
+
+
+KAREA_BYTES = 8 * 1024 * 1024
+
+
+def larger_karea(karea: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return new_karea(2 * karea[0].shape[0] + codec_kernels.LZ4_MAX_BLOCK)
+
+
+class Chunk:
+    """The chunk the pass kernels walk records into, kept between their calls (``segment_kernels``)."""
+
+    def __init__(self, records: int = sk.CHUNK_RECORDS) -> None:
+        self.rec, self.dig, self.bat = sk.new_chunk(records, sk.CHUNK_BATCHES)
+        self.state = np.zeros(1, dtype=sk.CHUNK_STATE)
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.rec, self.dig, self.bat, self.state
+
+    def grow(self) -> None:
+        """Room for the batch that did not fit (the chunk starts again there)."""
+        self.rec, self.dig, self.bat = sk.new_chunk(int(self.state["records_needed"][0]), sk.CHUNK_BATCHES)
+        self.state[:] = 0
 
 
 NO_RUN_AREAS = kernels.EMPTY_BYTES
@@ -262,10 +329,13 @@ def map_segment(
     st["position"] = position
     st["area_next"] = 0
     areas, bounds = NO_RUN_AREAS, NO_RUN_BOUNDS
+    karea = new_karea()
+    chunk = Chunk()
     while True:
         status = sk.build_map(
-            buf, buf.shape[0], areas, bounds, slots, tracker.table, tracker.state, tracker.events, *store, st
-        )
+            buf, buf.shape[0], areas, bounds, slots, tracker.table, tracker.state, tracker.events, *store, *karea,
+            *chunk.arrays, st,
+        )  # fmt: skip
         position = int(st["position"][0])
         if status == sk.DONE:
             return False
@@ -275,6 +345,10 @@ def map_segment(
             tracker.consume_up_to(int(st["last_offset"][0]))
         elif status == sk.STOP_TXN_TABLE:
             tracker.grow()
+        elif status == sk.STOP_AREA_ROOM:
+            karea = larger_karea(karea)
+        elif status == sk.STOP_CHUNK_ROOM:
+            chunk.grow()
         elif status == sk.STOP_COMPRESSED:
             run = Run(buf, position)
             areas, bounds = run.areas, run.bounds
@@ -324,55 +398,45 @@ def clean_segment(
     st["position"] = 0
     st["area_next"] = 0
     areas, bounds, scratch = NO_RUN_AREAS, NO_RUN_BOUNDS, _NO_SCRATCH
+    karea = new_karea()
+    chunk = Chunk()
     while True:
-        status = sk.clean(
+        status = sk.clean(  # type: ignore[call-arg]  # numba stubs: a fixed arity
             buf, buf.shape[0], areas, bounds, slots, producers, tracker.table, tracker.state, tracker.events,
-            out.buffer, out.batches, scratch, *store, st,
+            out.buffer, out.batches, scratch, *store, *karea, *chunk.arrays, st,
         )  # fmt: skip
         out.txn_entries += tracker.take_events()
         position = int(st["position"][0])
         if status == sk.DONE:
+            if int(st["holes"][0]):  # the holes are filled from this segment's bytes
+                out.flush(st, buf, scratch)
             return
         if status == sk.STOP_OUTPUT:
             count = max(_i32_at(buf, position + sk.RECORDS_COUNT_AT), 0)
-            out.make_room(
-                st, _batch_size(buf, position) + sk.REBUILD_GROWTH_PER_RECORD * count + sk.HEADER_SIZE
-            )
+            needed = _batch_size(buf, position) + sk.REBUILD_GROWTH_PER_RECORD * count + sk.HEADER_SIZE
+            out.make_room(st, needed, buf, scratch)
         elif status == sk.STOP_TXN:
             tracker.consume_up_to(int(st["last_offset"][0]))
         elif status == sk.STOP_TXN_TABLE:
             tracker.grow()
+        elif status == sk.STOP_AREA_ROOM:
+            karea = larger_karea(karea)
+        elif status == sk.STOP_CHUNK_ROOM:
+            chunk.grow()
+        elif status == sk.STOP_SCRATCH:
+            out.flush(st, buf, scratch)  # the holes' records are in the old one
+            scratch = np.empty(max(2 * int(st["scratch_needed"][0]), SCRATCH_BYTES), dtype=np.uint8)
         elif status == sk.STOP_COMPRESSED:
             run = Run(buf, position)
             areas, bounds = run.areas, run.bounds
-            scratch = np.empty(run.largest_rebuild, dtype=np.uint8)
             st["area_next"] = 0
-        elif status == sk.REBUILT:
-            _append_recompressed(buf, position, scratch, out, st)
-            st["position"] = position + _batch_size(buf, position)
-            st["area_next"] += 1
         elif status == sk.STOP_LEGACY:
+            if int(st["holes"][0]):
+                out.flush(st, buf, scratch)
             size = _clean_legacy(segment, position, out, slots, tracker, st, retain_legacy_deletes)
             st["position"] = position + size
         else:
             raise_corrupt(segment, position, status)
-
-
-def _append_recompressed(
-    buf: np.ndarray, position: int, scratch: np.ndarray, out: CleanedSegment, st: np.ndarray
-) -> None:
-    """A compressed batch the kernel rebuilt: recompressed with its codec (default level) and framed."""
-    header = record_batch.decode_header(memoryview(buf)[position : position + record_batch.HEADER_SIZE])
-    row = st[0]
-    body = scratch[: int(row["rebuilt_length"])].tobytes()
-    body = compression.compress(header.compression, body, record_batch.MAGIC)
-    max_ts = int(row["rebuilt_max_timestamp"])
-    data = record_batch._assemble(
-        header.base_offset, header.partition_leader_epoch, int(row["rebuilt_attributes"]), header.last_offset_delta,
-        int(row["rebuilt_base_timestamp"]), max_ts, header.producer_id, header.producer_epoch,
-        header.base_sequence, int(row["rebuilt_count"]), body,
-    )  # fmt: skip
-    out.append(st, data, header.last_offset, max_ts)
 
 
 def _clean_legacy(

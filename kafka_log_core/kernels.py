@@ -532,14 +532,17 @@ def md5_128(b, p, n):
 # Record table columns shared with the segment passes: one int64 row per record, so that a kernel
 # passes one array around, not one per column.
 (R_OFFSET, R_REC_END, R_BODY, R_TS_DELTA, R_KEY_POS, R_KEY_LEN, R_VALUE_LEN, R_WANT, R_KEEP,
- R_NEW_TS_DELTA) = range(10)  # fmt: skip
-RECORD_COLUMNS = 10
+ R_NEW_TS_DELTA, R_SOURCE) = range(11)  # fmt: skip
+RECORD_COLUMNS = 11
+# R_SOURCE: which buffer holds the record (positions are in it): the segment's bytes, records Python
+# decompressed, records the kernel decompressed.
+SOURCE_BUF, SOURCE_AREAS, SOURCE_KAREA = 0, 1, 2
 DIGEST_HI, DIGEST_LO = 0, 1
 WANT_NONE, WANT_HASH, WANT_STORED = 0, 1, 2  # R_WANT: no digest needed, to hash, digest already there
 
 
 @njit(cache=True)
-def hash_rows(area, rec, digests, start, stop):
+def hash_rows(buf, areas, karea, rec, digests, start, stop):
     """MD5 digests of the keys of rows ``start <= r < stop`` of a record table whose R_WANT is WANT_HASH,
     into ``digests[r]``; keys of one block go sixteen at a time through the lanes."""
     words = np.empty((16, LANES), dtype=np.uint32)
@@ -555,6 +558,8 @@ def hash_rows(area, rec, digests, start, stop):
             length = rec[i, R_KEY_LEN]
             if length < 0 or rec[i, R_WANT] != WANT_HASH:
                 continue
+            source = rec[i, R_SOURCE]
+            area = buf if source == SOURCE_BUF else (areas if source == SOURCE_AREAS else karea)
             if length > MAX_ONE_BLOCK_KEY:
                 hi, lo = _md5_one(area, rec[i, R_KEY_POS], length, long_blocks, long_words, long_state)
                 digests[i, DIGEST_HI] = hi
@@ -588,7 +593,7 @@ def hash_keys(area, key_pos, key_len):
         rec[i, R_KEY_LEN] = key_len[i]
         rec[i, R_WANT] = 1
     digests = np.zeros((n, 2), dtype=np.uint64)
-    hash_rows(area, rec, digests, 0, n)
+    hash_rows(area, area, area, rec, digests, 0, n)
     return digests[:, DIGEST_HI].copy(), digests[:, DIGEST_LO].copy()
 
 

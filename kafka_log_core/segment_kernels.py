@@ -25,11 +25,12 @@ STOP_LEGACY        a magic 0/1 entry: the readable legacy path handles it
 STOP_COMPRESSED    a compressed batch: Python decompresses the run of compressed batches from there
                    with the codec libraries (one call each) and calls again with their records;
                    the kernel decides them like any other batch
-REBUILT            pass 2: a compressed batch lost records: Python compresses the rebuilt records
 STOP_TXN           the batch reaches the first offset of the next aborted transaction: Python moves
                    it from its heap into the tracker table, then resumes at the same batch
 STOP_TXN_TABLE     the tracker's producer table needs more room (resumes at the same batch)
 STOP_OUTPUT        pass 2: the output buffer cannot take the next batch: Python writes it out
+STOP_SCRATCH       pass 2: the buffer a compressed batch would be rebuilt in is too small: Python
+                   makes it larger (so is STOP_AREA_ROOM for the lz4 batches the kernel decompresses)
 STOP_MAP_FULL      pass 1: the offset map holds its capacity and a keyed record comes: the round ends
 ERR_*              corrupt data: Python re-reads the batch with the readable code, which raises the
                    error with the file, the position and the detail
@@ -54,6 +55,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, lz4_frame
 from .kernels import (
     DIGEST_HI,
     DIGEST_LO,
@@ -65,10 +67,14 @@ from .kernels import (
     R_NEW_TS_DELTA,
     R_OFFSET,
     R_REC_END,
+    R_SOURCE,
     R_TS_DELTA,
     R_VALUE_LEN,
     R_WANT,
     RECORD_COLUMNS,
+    SOURCE_AREAS,
+    SOURCE_BUF,
+    SOURCE_KAREA,
     WANT_HASH,
     WANT_NONE,
     WANT_STORED,
@@ -132,7 +138,9 @@ STOP_TXN = 3
 STOP_TXN_TABLE = 4
 STOP_OUTPUT = 5
 STOP_MAP_FULL = 6
-REBUILT = 8  # pass 2: a compressed batch's kept records were rebuilt into the scratch buffer
+STOP_SCRATCH = 7  # pass 2: a compressed batch might be rebuilt and the scratch buffer is too small
+STOP_CHUNK_ROOM = 14  # one batch holds more records than the chunk: Python makes the chunk larger
+STOP_AREA_ROOM = 9  # one lz4 batch decompresses to more than ``karea`` holds: Python makes it larger
 ERR_BATCH = 10  # framing: size, truncation, magic, v2 header fields
 ERR_CRC = 11
 ERR_RECORD = 12  # a record does not walk (state.error holds the kernels.ERR_* code)
@@ -140,8 +148,8 @@ ERR_CONTROL = 13  # a control record that is not a readable marker
 
 STATUS_NAMES = {
     DONE: "done", STOP_LEGACY: "legacy entry", STOP_COMPRESSED: "compressed batch", STOP_TXN: "aborted transaction",
-    STOP_TXN_TABLE: "tracker table full", STOP_OUTPUT: "output buffer full", STOP_MAP_FULL: "offset map full",
-    REBUILT: "records rebuilt", ERR_BATCH: "corrupt batch framing",
+    STOP_TXN_TABLE: "tracker table full", STOP_AREA_ROOM: "decompression buffer too small", STOP_OUTPUT: "output buffer full", STOP_SCRATCH: "rebuild buffer too small", STOP_MAP_FULL: "offset map full",
+    ERR_BATCH: "corrupt batch framing",
     ERR_CRC: "CRC mismatch", ERR_RECORD: "corrupt record", ERR_CONTROL: "unreadable control record",
 }  # fmt: skip
 
@@ -176,7 +184,7 @@ HEADER_ROW = np.dtype(
         ("coordinator_epoch", np.int64),  # ABORT/COMMIT markers, else -1
     ]
 )
-HEADER_FIELDS = len(HEADER_ROW.names)
+HEADER_FIELDS = len(HEADER_ROW.names or ())
 NOT_CONTROL = -1
 EMPTY_CONTROL = -2  # a control batch without records (a cleaned marker)
 UNREADABLE_CONTROL = -3  # compressed, or not a well-formed marker: the readable path decides
@@ -212,8 +220,6 @@ MAP_STATE = np.dtype(
         ("puts", np.int64),  # keyed records put (a repeated key counts each time)
         ("scanned", np.int64),  # records walked
         ("last_offset", np.int64),  # last offset of the batch at ``position`` (STOP_TXN)
-        ("error", np.int64),  # kernels.ERR_* of ERR_RECORD
-        ("error_position", np.int64),
     ]
 )
 CLEAN_STATE = np.dtype(
@@ -235,18 +241,27 @@ CLEAN_STATE = np.dtype(
         ("tombstones_read", np.int64),
         ("tombstones_retained", np.int64),
         ("batches_emptied", np.int64),
-        # REBUILT (compressed batches): the header of the rebuilt batch; its records are in the scratch
-        ("rebuilt_length", np.int64),
-        ("rebuilt_attributes", np.int64),
-        ("rebuilt_base_timestamp", np.int64),
-        ("rebuilt_max_timestamp", np.int64),
-        ("rebuilt_count", np.int64),
-        ("error", np.int64),
-        ("error_position", np.int64),
+        ("scratch_used", np.int64),  # bytes of rebuilt records of the holes in the output buffer
+        ("scratch_needed", np.int64),  # STOP_SCRATCH: the scratch buffer this batch may need
+        ("holes", np.int64),  # rows of the output batch table that are holes
     ]
 )
 # One row per batch written to the output buffer: what the offset and time indexes are built from.
-OUT_BATCH = np.dtype([("position", np.int64), ("last_offset", np.int64), ("max_timestamp", np.int64)])
+OUT_BATCH = np.dtype(
+    [
+        ("position", np.int64),  # in the .cleaned file (holes: where the batch goes, before the holes' bytes)
+        ("last_offset", np.int64),
+        ("max_timestamp", np.int64),
+        # A hole: a compressed batch that lost records, rebuilt (uncompressed) in the scratch buffer, for
+        # Python to compress and frame when it writes the buffer out. hole_length -1: a batch in ``out``.
+        ("hole_start", np.int64),
+        ("hole_length", np.int64),
+        ("source_position", np.int64),  # the original batch, for its header fields
+        ("attributes", np.int64),
+        ("base_timestamp", np.int64),
+        ("count", np.int64),
+    ]
+)
 # Active producers for the "last batch of a producer" rule, sorted by producer id.
 PRODUCER = np.dtype([("producer_id", np.int64), ("last_data_offset", np.int64), ("producer_epoch", np.int64)])
 
@@ -263,8 +278,10 @@ BatchHead = namedtuple(
 # A chunk: the record table (one int64 row per record, kernels.R_* columns), the key digests, and one
 # int64 row per batch: its position, its first record row, whether its records walked, and which
 # decompressed area holds them (-1: the segment's own bytes).
-B_POS, B_FIRST, B_WALKED, B_AREA, B_STORED = range(5)  # B_STORED: digest store cursor at the batch
-BATCH_COLUMNS = 5
+B_POS, B_FIRST, B_WALKED, B_AREA = range(4)
+AREA_SEGMENT, AREA_KERNEL = -1, -2  # B_AREA: the segment's own bytes, karea; >= 0: a Python-decompressed one
+LZ4_CODEC = 3
+BATCH_COLUMNS = 4
 
 # Key digests kept from pass 1 for pass 2 (one uint64 row per keyed record: digest hi, lo, offset): the
 # same records of the same segment come in the same order, so pass 2 takes them instead of hashing
@@ -272,6 +289,20 @@ BATCH_COLUMNS = 5
 STORE_NONE, STORE_FILL, STORE_USE = 0, 1, 2
 STORE_STATE = np.dtype([("mode", np.int64), ("used", np.int64), ("valid", np.bool_)])
 NO_STORE = np.zeros((0, 3), dtype=np.uint64)
+
+# The chunk between kernel calls: which batches it holds and how far phase B got (a stop resumes there).
+CHUNK_STATE = np.dtype(
+    [
+        ("batches", np.int64),  # batches walked into the chunk
+        ("next", np.int64),  # the next one to decide
+        ("stop", np.int64),  # position after the chunk
+        ("outcome", np.int64),  # why phase A stopped there
+        ("area_next", np.int64),  # the next Python-decompressed batch after the chunk
+        ("error", np.int64),  # kernels.ERR_* of a batch that did not walk (the chunk's last)
+        ("error_position", np.int64),
+        ("records_needed", np.int64),  # STOP_CHUNK_ROOM
+    ]
+)
 CHUNK_RECORDS = 2048
 CHUNK_BATCHES = 512
 
@@ -331,7 +362,7 @@ def new_chunk(records, batches):
 
 
 @njit(cache=True, inline="always")
-def _walk_into(area, start, end, count, base_offset, rec, r0, control, hash_from, hash_upto):
+def _walk_into(area, start, end, count, base_offset, rec, r0, control, hash_from, hash_upto, source):
     """Walk ``count`` records of one batch into rows ``r0..`` of the chunk; mark the keys to hash.
     Returns (err, err_pos)."""
     p = start
@@ -348,7 +379,10 @@ def _walk_into(area, start, end, count, base_offset, rec, r0, control, hash_from
         rec[r, R_KEY_POS] = kpos
         rec[r, R_KEY_LEN] = klen
         rec[r, R_VALUE_LEN] = vlen
-        rec[r, R_WANT] = 1 if (not control) and klen >= 0 and hash_from <= offset <= hash_upto else 0
+        rec[r, R_WANT] = (
+            WANT_HASH if (not control) and klen >= 0 and hash_from <= offset <= hash_upto else WANT_NONE
+        )
+        rec[r, R_SOURCE] = source
         p = rec_end
     if p != end:
         return 5, p  # kernels.ERR_LEFTOVER
@@ -357,8 +391,9 @@ def _walk_into(area, start, end, count, base_offset, rec, r0, control, hash_from
 
 @njit(cache=True)
 def _walk_chunk(
-    buf, pos, end, rec, dig, bat, check_crc, hash_from, hash_upto, areas, bounds, area_next, store, sst
-):
+    buf, pos, end, rec, dig, bat, check_crc, hash_from, hash_upto, areas, bounds, area_next, store, sst, karea_w,
+    karea_r,
+):  # fmt: skip
     """Phase A: walk the records of consecutive v2 batches from ``pos`` into the chunk and hash their
     keys. The first ``bounds.shape[0] - area_next`` batches are compressed ones Python decompressed:
     their records are ``areas[bounds[i, 0]:bounds[i, 1]]`` (a failed decompression: -1). Returns
@@ -367,7 +402,7 @@ def _walk_chunk(
     last, marked unwalked (phase B decides whether that matters)."""
     nb = 0
     nr = 0
-    nr_area = 0  # the records of decompressed batches come first in the chunk
+    kused = 0  # bytes of ``karea`` holding this chunk's lz4 batches, decompressed here
     outcome = _CHUNK_DONE
     err = np.int64(0)
     err_pos = np.int64(0)
@@ -391,24 +426,35 @@ def _walk_chunk(
         attributes = np.int64(buf[pos + ATTRIBUTES_AT + 1])
         base = _i64(buf, pos + BASE_OFFSET_AT)
         control = (attributes & CONTROL_MASK) != 0
-        if attributes & CODEC_MASK:
-            if area_next >= bounds.shape[0]:
-                outcome = STOP_COMPRESSED  # Python decompresses the run of compressed batches from here
-                break
+        codec = attributes & CODEC_MASK
+        if codec and area_next < bounds.shape[0]:  # decompressed by Python
             a0 = bounds[area_next, 0]
             bat[nb, B_AREA] = area_next
             area_next += 1
             if a0 >= 0:
                 err, err_pos = _walk_into(areas, a0, bounds[area_next - 1, 1], count, base, rec, nr, control,
-                                          hash_from, hash_upto)  # fmt: skip
+                                          hash_from, hash_upto, SOURCE_AREAS)  # fmt: skip
             else:
                 err = 1  # not decompressed: Python raises the codec's error if the records are needed
-            if err == OK:
-                nr_area = nr + count
+        elif codec == LZ4_CODEC:  # decompressed here, into karea
+            found, kend = lz4_frame(buf, pos + HEADER_SIZE, pos + total, karea_w, kused)
+            if found == LZ4_NEEDS_ROOM:
+                outcome = _CHUNK_FULL if nb else STOP_AREA_ROOM
+                break
+            if found != LZ4_OK:
+                outcome = STOP_COMPRESSED  # not a frame the kernel takes: Python's codec library decides
+                break
+            bat[nb, B_AREA] = AREA_KERNEL
+            err, err_pos = _walk_into(karea_r, kused, kend, count, base, rec, nr, control, hash_from, hash_upto,
+                                      SOURCE_KAREA)  # fmt: skip
+            kused = kend
+        elif codec:
+            outcome = STOP_COMPRESSED  # Python decompresses the run of compressed batches from here
+            break
         else:
-            bat[nb, B_AREA] = -1
+            bat[nb, B_AREA] = AREA_SEGMENT
             err, err_pos = _walk_into(buf, pos + HEADER_SIZE, pos + total, count, base, rec, nr, control, hash_from,
-                                      hash_upto)  # fmt: skip
+                                      hash_upto, SOURCE_BUF)  # fmt: skip
         bat[nb, B_POS] = pos
         bat[nb, B_FIRST] = nr
         bat[nb, B_WALKED] = err == OK
@@ -421,8 +467,7 @@ def _walk_chunk(
     bat[nb, B_FIRST] = nr
     if sst[0].mode == STORE_USE:
         _store_take(store, sst, rec, dig, bat, nb)
-    hash_rows(areas, rec, dig, 0, nr_area)
-    hash_rows(buf, rec, dig, nr_area, nr)
+    hash_rows(buf, areas, karea_r, rec, dig, 0, nr)
     return outcome, pos, nb, nr, err, err_pos, area_next
 
 
@@ -431,7 +476,6 @@ def _store_take(store, sst, rec, dig, bat, nb):
     """Digests of the chunk's keys from the store, while the offsets agree."""
     s = sst[0]
     for k in range(nb):
-        bat[k, B_STORED] = s.used
         for r in range(bat[k, B_FIRST], bat[k + 1, B_FIRST]):
             if rec[r, R_WANT] == WANT_HASH and s.mode == STORE_USE:
                 c = s.used
@@ -442,7 +486,6 @@ def _store_take(store, sst, rec, dig, bat, nb):
                     s.used = c + 1
                 else:
                     s.mode = STORE_NONE  # out of step: hash from here on
-    bat[nb, B_STORED] = s.used
 
 
 @njit(cache=True, inline="always")
@@ -718,9 +761,37 @@ def _prefetch_slots(slots, rec, dig, nr):
             prefetch_row(slots, _slot(dig[r, DIGEST_HI], n_slots))
 
 
+@njit(cache=True)
+def walk_segment(buf, pos, end, karea_w, karea_r):
+    """The scan every pass makes, on its own: framing, CRC32C, every record walked and every key hashed,
+    from ``pos``. Returns (status, position, batches, records); stops like the passes (STOP_LEGACY,
+    STOP_COMPRESSED, ERR_*). For measuring and for readers that only need the counts."""
+    rec, dig, bat = new_chunk(CHUNK_RECORDS, CHUNK_BATCHES)
+    batches = 0
+    records = 0
+    bounds = np.zeros((0, 2), dtype=np.int64)
+    store = np.zeros((0, 3), dtype=np.uint64)
+    sst = np.zeros(1, dtype=STORE_STATE)  # STORE_NONE
+    while True:
+        outcome, stop, nb, nr, err, err_pos, _ = _walk_chunk(
+            buf, pos, end, rec, dig, bat, True, -1, MAX_LONG, buf[:0], bounds, 0, store, sst, karea_w, karea_r
+        )
+        if outcome == _CHUNK_GROW:
+            rec, dig, bat = new_chunk(max(2 * rec.shape[0], _i32(buf, pos + RECORDS_COUNT_AT)), CHUNK_BATCHES)
+            continue
+        batches += nb
+        records += nr
+        pos = stop
+        if outcome != _CHUNK_FULL:
+            status = (
+                DONE if outcome == _CHUNK_DONE else (ERR_RECORD if outcome == _CHUNK_WALK_FAILED else outcome)
+            )
+            return status, pos, batches, records
+
+
 # ---------------------------------------------------------------------------------------------- pass 1
 @njit(cache=True, inline="always")
-def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, events, st):
+def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, events, c, st):
     """One batch of pass 1 (spec M2-M4): the tracker, then every keyed record at or above the first
     dirty offset goes into the map. ``walked``: its records are in the chunk from row ``r0`` (they
     did not walk, or were not decompressed: an error only if they are needed)."""
@@ -759,54 +830,53 @@ def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, even
 
 
 @njit(cache=True)
-def build_map(buf, end, areas, bounds, slots, txn, tstate, events, store, sst, st):
+def build_map(
+    buf, end, areas, bounds, slots, txn, tstate, events, store, sst, karea_w, karea_r, rec, dig, bat, cst, st
+):
     """Pass 1 over ``buf[st.position:end]``, CRC32C checked on the way. ``areas``/``bounds``: the
     records of the run of compressed batches at ``st.position``, from ``st.area_next`` on (see
-    ``_walk_chunk``). See the module docstring for the statuses."""
-    rec, dig, bat = new_chunk(CHUNK_RECORDS, CHUNK_BATCHES)
-    pos = st[0].position
-    area_next = st[0].area_next
+    ``_walk_chunk``); ``rec``/``dig``/``bat``/``cst``: the chunk, kept between calls (a stop resumes
+    the chunk it stopped in). See the module docstring for the statuses."""
+    c = cst[0]
     while True:
-        outcome, stop, nb, nr, err, err_pos, next_area = _walk_chunk(
-            buf,
-            pos,
-            end,
-            rec,
-            dig,
-            bat,
-            True,
-            st[0].start_offset,
-            MAX_LONG,
-            areas,
-            bounds,
-            area_next,
-            store,
-            sst,
-        )
-        if outcome == _CHUNK_GROW:
-            rec, dig, bat = new_chunk(max(2 * rec.shape[0], _i32(buf, pos + RECORDS_COUNT_AT)), CHUNK_BATCHES)
-            continue
-        st[0].error = err
-        st[0].error_position = err_pos
-        _prefetch_slots(slots, rec, dig, nr)
-        for k in range(nb):
+        if not (c.next < c.batches and bat[c.next, B_POS] == st[0].position):
+            outcome, stop, nb, nr, err, err_pos, next_area = _walk_chunk(
+                buf, st[0].position, end, rec, dig, bat, True, st[0].start_offset, MAX_LONG, areas, bounds,
+                st[0].area_next, store, sst, karea_w, karea_r,
+            )  # fmt: skip
+            if outcome == _CHUNK_GROW:
+                c.records_needed = max(2 * rec.shape[0], _i32(buf, st[0].position + RECORDS_COUNT_AT))
+                return STOP_CHUNK_ROOM
+            _new_chunk_state(c, nb, stop, outcome, next_area, err, err_pos)
+            _prefetch_slots(slots, rec, dig, nr)
+        for k in range(c.next, c.batches):
             bpos = bat[k, B_POS]
-            area = areas if bat[k, B_AREA] >= 0 else buf
+            area = areas if bat[k, B_AREA] >= 0 else (karea_r if bat[k, B_AREA] == AREA_KERNEL else buf)
             status = _map_batch(buf, bpos, _head(buf, bpos), area, rec, dig, bat[k, B_FIRST], bat[k, B_WALKED], slots,
-                                txn, tstate, events, st)  # fmt: skip
+                                txn, tstate, events, c, st)  # fmt: skip
             if status != CONTINUE:
+                c.next = k
                 st[0].position = bpos
-                st[0].area_next = bat[k, B_AREA] if bat[k, B_AREA] >= 0 else next_area
+                st[0].area_next = bat[k, B_AREA] if bat[k, B_AREA] >= 0 else c.area_next
                 return status
             if sst[0].mode == STORE_FILL:
                 _store_put(store, sst, rec, dig, bat[k, B_FIRST], bat[k + 1, B_FIRST])
-        pos = stop
-        area_next = next_area
-        if outcome == _CHUNK_FULL or outcome == _CHUNK_WALK_FAILED:
-            continue
-        st[0].position = pos
-        st[0].area_next = area_next
-        return DONE if outcome == _CHUNK_DONE else outcome
+        c.next = c.batches
+        st[0].position = c.stop
+        st[0].area_next = c.area_next
+        if c.outcome != _CHUNK_FULL and c.outcome != _CHUNK_WALK_FAILED:
+            return DONE if c.outcome == _CHUNK_DONE else c.outcome
+
+
+@njit(cache=True, inline="always")
+def _new_chunk_state(c, nb, stop, outcome, area_next, err, err_pos):
+    c.batches = nb
+    c.next = 0
+    c.stop = stop
+    c.outcome = outcome
+    c.area_next = area_next
+    c.error = err
+    c.error_position = err_pos
 
 
 @njit(cache=True)
@@ -897,6 +967,7 @@ def _emit(outb, s, w, last_offset, max_ts, length):
     row.position = s.out_file_position + w
     row.last_offset = last_offset
     row.max_timestamp = max_ts
+    row.hole_length = -1
     s.out_batches += 1
     s.out_used = w + length
     s.bytes_written += length
@@ -904,7 +975,7 @@ def _emit(outb, s, w, last_offset, max_ts, length):
 
 @njit(cache=True, inline="always")
 def _clean_batch(
-    buf, pos, h, area, rec, dig, r0, walked, slots, producers, txn, tstate, events, out, outb, scratch, st
+    buf, pos, h, area, rec, dig, r0, walked, slots, producers, txn, tstate, events, out, outb, scratch, c, st
 ):
     """One batch of pass 2 (spec R1-R5, X2-X4): tracker, disposition, the keep rule per record, and the
     batch written to ``out`` unchanged, rebuilt, or as an empty header -- or dropped."""
@@ -917,6 +988,13 @@ def _clean_batch(
         or s.out_batches >= outb.shape[0]
     ):
         return STOP_OUTPUT
+    if (
+        h.attributes & CODEC_MASK and walked and h.count > 0
+    ):  # room to rebuild its records, if it comes to that
+        need = rec[r0 + h.count - 1, R_REC_END] - rec[r0, R_BODY] + 5 + REBUILD_GROWTH_PER_RECORD * h.count
+        if scratch.shape[0] - s.scratch_used < need:
+            s.scratch_needed = need
+            return STOP_SCRATCH
     control = (h.attributes & CONTROL_MASK) != 0
     if control:
         ctype = NOT_CONTROL
@@ -1010,12 +1088,21 @@ def _clean_batch(
                 ts = h.max_timestamp if log_append else h.base_timestamp + rec[r, R_TS_DELTA]
                 rec[r, R_NEW_TS_DELTA] = ts - base_ts
         if h.attributes & CODEC_MASK:  # Python compresses the records and frames the batch
-            s.rebuilt_length = _write_rebuilt(area, rec, r0, n, scratch, 0)
-            s.rebuilt_attributes = attributes
-            s.rebuilt_base_timestamp = base_ts
-            s.rebuilt_max_timestamp = max_ts
-            s.rebuilt_count = kept
-            return REBUILT
+            start = s.scratch_used
+            s.scratch_used = _write_rebuilt(area, rec, r0, n, scratch, start)
+            row = outb[s.out_batches]
+            row.position = s.out_file_position + w
+            row.last_offset = h.last_offset
+            row.max_timestamp = max_ts
+            row.hole_start = start
+            row.hole_length = s.scratch_used - start
+            row.source_position = pos
+            row.attributes = attributes
+            row.base_timestamp = base_ts
+            row.count = kept
+            s.out_batches += 1
+            s.holes += 1
+            return CONTINUE
         end = _write_rebuilt(area, rec, r0, n, out, w + HEADER_SIZE)
         length = end - w
         _write_header(out, w, buf, pos, length, attributes, base_ts, max_ts, kept)
@@ -1052,41 +1139,40 @@ def _write_rebuilt(area, rec, r0, n, out, w):
 
 
 @njit(cache=True)
-def clean(buf, end, areas, bounds, slots, producers, txn, tstate, events, out, outb, scratch, store, sst, st):
-    """Pass 2 over ``buf[st.position:end]`` into the output buffer; ``areas``/``bounds`` as for
-    :func:`build_map`. REBUILT leaves a compressed batch's kept records in ``scratch`` for Python to
-    compress (``st.position`` / ``st.area_next``: that batch, done otherwise)."""
-    rec, dig, bat = new_chunk(CHUNK_RECORDS, CHUNK_BATCHES)
-    pos = st[0].position
-    area_next = st[0].area_next
+def clean(
+    buf, end, areas, bounds, slots, producers, txn, tstate, events, out, outb, scratch, store, sst, karea_w, karea_r,
+    rec, dig, bat, cst, st,
+):  # fmt: skip
+    """Pass 2 over ``buf[st.position:end]`` into the output buffer; the other arguments as for
+    :func:`build_map`. A compressed batch that loses records is rebuilt into ``scratch`` and left as a
+    hole in the output (``OUT_BATCH``) for Python to compress when it writes the buffer out."""
+    c = cst[0]
     while True:
-        outcome, stop, nb, nr, err, err_pos, next_area = _walk_chunk(
-            buf, pos, end, rec, dig, bat, False, -1, st[0].latest_offset, areas, bounds, area_next, store, sst
-        )
-        if outcome == _CHUNK_GROW:
-            rec, dig, bat = new_chunk(max(2 * rec.shape[0], _i32(buf, pos + RECORDS_COUNT_AT)), CHUNK_BATCHES)
-            continue
-        st[0].error = err
-        st[0].error_position = err_pos
-        _prefetch_slots(slots, rec, dig, nr)
-        for k in range(nb):
+        if not (c.next < c.batches and bat[c.next, B_POS] == st[0].position):
+            outcome, stop, nb, nr, err, err_pos, next_area = _walk_chunk(
+                buf, st[0].position, end, rec, dig, bat, False, -1, st[0].latest_offset, areas, bounds,
+                st[0].area_next, store, sst, karea_w, karea_r,
+            )  # fmt: skip
+            if outcome == _CHUNK_GROW:
+                c.records_needed = max(2 * rec.shape[0], _i32(buf, st[0].position + RECORDS_COUNT_AT))
+                return STOP_CHUNK_ROOM
+            _new_chunk_state(c, nb, stop, outcome, next_area, err, err_pos)
+            _prefetch_slots(slots, rec, dig, nr)
+        for k in range(c.next, c.batches):
             bpos = bat[k, B_POS]
-            area = areas if bat[k, B_AREA] >= 0 else buf
+            area = areas if bat[k, B_AREA] >= 0 else (karea_r if bat[k, B_AREA] == AREA_KERNEL else buf)
             status = _clean_batch(buf, bpos, _head(buf, bpos), area, rec, dig, bat[k, B_FIRST], bat[k, B_WALKED],
-                                  slots, producers, txn, tstate, events, out, outb, scratch, st)  # fmt: skip
+                                  slots, producers, txn, tstate, events, out, outb, scratch, c, st)  # fmt: skip
             if status != CONTINUE:
+                c.next = k
                 st[0].position = bpos
-                st[0].area_next = bat[k, B_AREA] if bat[k, B_AREA] >= 0 else next_area
-                if sst[0].mode == STORE_USE:  # the batches from here are walked again
-                    sst[0].used = bat[k + 1, B_STORED] if status == REBUILT else bat[k, B_STORED]
+                st[0].area_next = bat[k, B_AREA] if bat[k, B_AREA] >= 0 else c.area_next
                 return status
-        pos = stop
-        area_next = next_area
-        if outcome == _CHUNK_FULL or outcome == _CHUNK_WALK_FAILED:
-            continue
-        st[0].position = pos
-        st[0].area_next = area_next
-        return DONE if outcome == _CHUNK_DONE else outcome
+        c.next = c.batches
+        st[0].position = c.stop
+        st[0].area_next = c.area_next
+        if c.outcome != _CHUNK_FULL and c.outcome != _CHUNK_WALK_FAILED:
+            return DONE if c.outcome == _CHUNK_DONE else c.outcome
 
 
 @njit(cache=True)

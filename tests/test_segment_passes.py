@@ -398,7 +398,7 @@ def test_digests_kept_from_pass_one_give_the_same_files(tmp_path, monkeypatch, s
     small for a segment, or the default one, the cleaned files are the same."""
     rng = random.Random(3)
     segments, offset, aborted = {}, 0, []
-    for base in range(4):
+    for _ in range(4):
         out = []
         segments[offset] = out
         for _ in range(150):
