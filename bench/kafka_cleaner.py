@@ -30,6 +30,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_log_core.checkpoints import read_offset_checkpoint, write_offset_checkpoint
@@ -111,21 +112,26 @@ def _peak_rss(proc: Path | None) -> int | None:
 
 
 def _cleaner_cpu_seconds(proc: Path | None) -> float | None:
-    """utime + stime of the JVM's cleaner threads (Java names them kafka-log-cleaner-thread-N; Linux
-    keeps the first 15 characters)."""
+    """CPU time of the JVM's cleaner threads (Java names them kafka-log-cleaner-thread-N; Linux keeps the
+    first 15 characters): ``schedstat``'s nanoseconds on CPU where the kernel has it, else utime + stime
+    in clock ticks."""
     if proc is None:
         return None
-    ticks, found = 0, False
+    total, found = 0.0, False
     try:
         for task in (proc / "task").iterdir():
             if not (task / "comm").read_text().strip().startswith("kafka-log-clea"):
                 continue
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
             found = True
+            schedstat = task / "schedstat"
+            if schedstat.exists():
+                total += int(schedstat.read_text().split()[0]) / 1e9
+                continue
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
     except OSError:
         return None
-    return ticks / os.sysconf("SC_CLK_TCK") if found else None
+    return total if found else None
 
 
 def measure(
@@ -217,3 +223,138 @@ def measure(
         "broker_peak_rss": peak,
         "jvm": "full tiered JIT (harness flags minus -XX:TieredStopAtLevel=1), " + kh.BROKER_HEAP,
     }
+
+
+# ---------------------------------------------------------------------------------------------- many shapes
+UNCLEANABLE_LAG_MS = 10 * 365 * 24 * 3600 * 1000  # min.compaction.lag.ms that keeps every segment dirty
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One partition to clean: a generated partition directory, and the topic it goes to."""
+
+    name: str
+    partition_dir: Path
+    topic: str
+    input_bytes: int  # the bytes both cleaners clean (every segment but the active one)
+
+
+def _copy_in(source: Path, target: Path) -> tuple[int, int]:
+    """The generated segments into the broker's partition directory; (last segment base, LEO)."""
+    for f in target.iterdir():
+        if _SEGMENT_FILE.match(f.name):
+            f.unlink()
+    for f in sorted(source.iterdir()):
+        if _SEGMENT_FILE.match(f.name):
+            shutil.copyfile(f, target / f.name)
+    bases = sorted(int(f.name[:20]) for f in target.glob("*.log"))
+    snapshots = sorted(int(f.name[:20]) for f in target.glob("*.snapshot"))
+    if not snapshots:
+        raise RuntimeError(f"{source}: no producer snapshot at the log end offset")
+    return bases[-1], snapshots[-1]
+
+
+def _release(bootstrap: str, topic: str) -> None:
+    """Let the cleaner at a topic: min.compaction.lag.ms back to 0 (an incremental change)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from tests import kafka_harness as kh
+
+    entry = ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+    admin = kh._admin(bootstrap)  # kept alive until the answer is in
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def measure_many(
+    shapes: list[Shape], warmup_dir: Path, *, segment_bytes: int, dedupe_buffer_bytes: int, work_dir: Path,
+    timeout: float = 600.0, log=lambda message: None,
+) -> dict[str, dict]:  # fmt: skip
+    """Kafka's cleaner on each shape in turn, in one broker, CPU of its cleaner thread per shape.
+
+    Every shape's topic is created with ``min.compaction.lag.ms`` of ten years, so the cleaner leaves it
+    alone; a warm-up partition (the same code paths, smaller) is cleaned first, so the JIT has compiled
+    the cleaner before anything is measured. Then each topic in turn gets ``min.compaction.lag.ms=0``:
+    the cleaner thread's CPU is read before that and after the topic's checkpoint reaches its active
+    segment (and its statistics line is logged)."""
+    from tests import kafka_harness as kh
+
+    lib_dir = kh.resolve_kafka_jars()
+    log_dir = work_dir / "log-dir"
+    shutil.rmtree(work_dir, ignore_errors=True)
+    props = {
+        "log.cleaner.backoff.ms": 200,
+        "log.cleaner.threads": 1,
+        "log.cleaner.dedupe.buffer.size": dedupe_buffer_bytes,
+    }
+    broker = kh.KafkaBroker(log_dir, work_dir, props, lib_dir=lib_dir)
+    # Kafka 4 refuses segment.bytes below 1 MiB; internal.segment.bytes takes any (tests/kafka_harness.py)
+    base_config = {
+        "cleanup.policy": "compact",
+        "segment.bytes" if segment_bytes >= MiB else "internal.segment.bytes": segment_bytes,
+        "min.cleanable.dirty.ratio": 0.01,
+    }
+    with _full_jit(kh):
+        broker.start()
+    results: dict[str, dict] = {}
+    try:
+        kh.create_topic(broker.bootstrap, "warmup", 1, base_config)
+        for shape in shapes:
+            kh.create_topic(
+                broker.bootstrap, shape.topic, 1, {**base_config, "min.compaction.lag.ms": UNCLEANABLE_LAG_MS}
+            )
+        broker.stop()
+        ends = {}
+        replication = {}
+        for topic, source in [("warmup", warmup_dir), *((s.topic, s.partition_dir) for s in shapes)]:
+            ends[topic] = _copy_in(source, log_dir / TopicPartition(topic, 0).dir_name)
+            replication[TopicPartition(topic, 0)] = ends[topic][1]
+        for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint"):
+            path = log_dir / name
+            entries = read_offset_checkpoint(path) if path.exists() else {}
+            entries.update(replication)
+            write_offset_checkpoint(path, entries)
+        with _full_jit(kh):
+            broker.start()
+        proc = _broker_proc(str(work_dir))
+        kh.wait_for_broker_cleaning(log_dir, "warmup", 0, ends["warmup"][0], timeout=timeout)
+        log("kafka: warm-up partition cleaned")
+        for shape in shapes:
+            log_name = TopicPartition(shape.topic, 0).dir_name
+            before = _cleaner_cpu_seconds(proc)
+            started = time.monotonic()
+            _release(broker.bootstrap, shape.topic)
+            kh.wait_for_broker_cleaning(log_dir, shape.topic, 0, ends[shape.topic][0], timeout=timeout)
+            rounds: list[dict] = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # the statistics line follows the checkpoint by a moment
+                rounds = parse_cleaner_stats(broker.log_path.read_text(errors="replace"), log_name)
+                if rounds and rounds[-1]["dirty_section"][1] >= ends[shape.topic][0] - 1:
+                    break
+                time.sleep(0.1)
+            after = _cleaner_cpu_seconds(proc)
+            if not rounds:
+                raise RuntimeError(f"no cleaner statistics for {log_name} in {broker.log_path}")
+            cpu = None if before is None or after is None else after - before
+            results[shape.name] = {
+                "topic": shape.topic,
+                "input_bytes": shape.input_bytes,
+                "cleaner_thread_cpu_seconds": cpu,
+                "bytes_per_cpu_second": shape.input_bytes / cpu if cpu else None,
+                "rounds": rounds,
+                "start_messages": rounds[0]["start_messages"],
+                "end_messages": rounds[-1]["end_messages"],
+                "seconds_printed": sum(r["seconds_printed"] for r in rounds),
+                "release_to_checkpoint_seconds": time.monotonic() - started,
+            }
+            log(f"kafka: {shape.name}: {cpu:.3f} CPU-s" if cpu else f"kafka: {shape.name}: no CPU figure")
+        results["_broker"] = {
+            "kafka_version": kh.KAFKA_VERSION,
+            "broker_peak_rss": _peak_rss(proc),
+            "jvm": "full tiered JIT (harness flags minus -XX:TieredStopAtLevel=1), " + kh.BROKER_HEAP,
+        }
+    finally:
+        broker.stop()
+    shutil.rmtree(log_dir, ignore_errors=True)
+    return results

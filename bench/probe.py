@@ -10,8 +10,9 @@ Kinds:
 
 * ``read SEGMENT``: plain sequential read of the file (1 MiB ``readinto``; page cache warm).
 * ``crc SEGMENT``: one CRC32C pass (``crc32c.crc32c``) over the bytes, in memory.
-* ``scan SEGMENT``: our decode: ``log_file.iter_batches`` + CRC verify + ``scan.record_table`` (walk
-  every record, extract and hash its key) over all batches, in memory. With a breakdown of its parts.
+* ``scan SEGMENT``: the scan every cleaner pass makes, compiled over the whole segment (framing, CRC32C,
+  every record walked and its key hashed: ``segment_kernels.walk_segment``). With a breakdown of its parts.
+* ``digest SEGMENT``: the key digest alone on the segment's keys: MD5 in lanes against MurmurHash3 x64 128.
 * ``kafka-python SEGMENT``: ``kafka.record.MemoryRecords`` over the same bytes, touching every
   record's key (no CRC check: kafka-python's iteration does not verify it).
 * ``compact LOG_DIR``: ``tasks.compact_partition`` on every partition of LOG_DIR (changes it), with
@@ -140,47 +141,73 @@ def probe_crc(path: str, repeat: int) -> dict:
 
 
 def probe_scan(path: str, repeat: int) -> dict:
-    from kafka_log_core import kernels, log_file, scan
+    """The scan every cleaner pass makes, compiled over the whole segment: framing, CRC32C, every record
+    walked, every key hashed (``segment_kernels.walk_segment``); its parts one by one."""
+    from kafka_log_core import kernels, log_file
+    from kafka_log_core import segment_kernels as sk
+    from kafka_log_core.cleaner_segments import new_karea
 
-    data = Path(path).read_bytes()
-
-    def run() -> int:
-        records = 0
-        for batch in log_file.iter_batches(data, path):
-            batch.verify()
-            records += len(scan.record_table(batch))
-        return records
-
-    for i, batch in enumerate(log_file.iter_batches(data, path)):  # load the compiled kernels
-        scan.record_table(batch)
-        if i > 16:
-            break
+    buf = kernels.as_bytes(log_file.read_log(path))
+    end = buf.shape[0]
+    karea = new_karea()
+    sk.walk_segment(buf, 0, end, *karea)  # load the compiled kernels, map the pages
     meter = Meter()
-    times, records = best_of(repeat, run)
+    times, (status, _, batches, records) = best_of(repeat, lambda: sk.walk_segment(buf, 0, end, *karea))
     mem = meter.result()
-
-    # Where a scan's time goes, per batch: the same calls one by one (least CPU time of ``repeat``).
-    batches = list(log_file.iter_batches(data, path))
-    areas = [(np.frombuffer(b.data, dtype=np.uint8), b.header) for b in batches]
-    walked = [kernels.walk_records(a, 61, a.shape[0], h.records_count, h.base_offset)[2] for a, h in areas]
-    keys = [(a, t[5], t[6]) for (a, _), t in zip(areas, walked, strict=True)]
+    if status != sk.DONE:
+        raise RuntimeError(f"{path}: the scan stopped: {sk.STATUS_NAMES.get(status, status)}")
+    _, _, rows = sk.scan_headers(buf, 0, end)
+    rows = sk.header_rows(rows)
+    positions, sizes = rows["position"].copy(), rows["size"].copy()
+    keys = key_positions(buf, rows)
     calls = {
-        "iter_batches": lambda: sum(1 for _ in log_file.iter_batches(data, path)),
-        "crc_verify": lambda: [b.verify() for b in batches],
-        "walk_records": lambda: [
-            kernels.walk_records(a, 61, a.shape[0], h.records_count, h.base_offset) for a, h in areas
-        ],
-        "hash_keys": lambda: [kernels.hash_keys(a, p, n) for a, p, n in keys],
-        "record_table": lambda: [scan.record_table(b) for b in batches],
+        "header_scan": lambda: sk.scan_headers(buf, 0, end),
+        "crc32c": lambda: sk.verify_batches(buf, 0, end),
+        "md5_keys": lambda: kernels.hash_keys(buf, *keys),
     }
     parts = {name: best_of(repeat, call)[0]["cpu_seconds"] for name, call in calls.items()}
+    parts["walk_and_rest"] = times["cpu_seconds"] - parts["crc32c"] - parts["md5_keys"]
+    del positions, sizes
+    return {**times, "bytes": end, "records": records, "batches": batches, "parts_cpu_seconds": parts, **mem}
+
+
+def key_positions(buf, rows) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and lengths of every key of the uncompressed v2 batches of a segment."""
+    from kafka_log_core import kernels
+
+    pos, lens = [], []
+    for position, size, count in zip(rows["position"].tolist(), rows["size"].tolist(),
+                                     rows["records_count"].tolist(), strict=True):  # fmt: skip
+        _, _, table = kernels.walk_records(buf, position + 61, position + size, count, 0)
+        pos.append(table[5])
+        lens.append(table[6])
+    return np.concatenate(pos), np.concatenate(lens)
+
+
+def probe_digest(path: str, repeat: int) -> dict:
+    """The key digest's cost: MD5 in lanes (what the map keys on, as the broker's) against MurmurHash3 x64
+    128 compiled in the same module, on the keys of one segment."""
+    from kafka_log_core import kernels, log_file
+    from kafka_log_core import segment_kernels as sk
+
+    buf = kernels.as_bytes(log_file.read_log(path))
+    _, _, rows = sk.scan_headers(buf, 0, buf.shape[0])
+    key_pos, key_len = key_positions(buf, sk.header_rows(rows))
+    kernels.hash_keys(buf, key_pos[:32], key_len[:32])
+    kernels.murmur3_keys(buf, key_pos[:32], key_len[:32])
+    md5, _ = best_of(repeat, lambda: kernels.hash_keys(buf, key_pos, key_len))
+    murmur, _ = best_of(repeat, lambda: kernels.murmur3_keys(buf, key_pos, key_len))
+    n = int(key_pos.shape[0])
     return {
-        **times,
-        "bytes": len(data),
-        "records": records,
-        "batches": len(batches),
-        "parts_cpu_seconds": parts,
-        **mem,
+        "keys": n,
+        "key_bytes_mean": float(key_len.mean()) if n else 0.0,
+        "md5_cpu_seconds": md5["cpu_seconds"],
+        "murmur3_cpu_seconds": murmur["cpu_seconds"],
+        "md5_ns_per_key": md5["cpu_seconds"] / n * 1e9 if n else 0.0,
+        "murmur3_ns_per_key": murmur["cpu_seconds"] / n * 1e9 if n else 0.0,
+        "seconds": md5["seconds"],
+        "cpu_seconds": md5["cpu_seconds"],
+        "bytes": int(buf.shape[0]),
     }
 
 
@@ -322,7 +349,7 @@ def probe_spark(source: str, master: str, counts: list[int], work: str, sets: li
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.probe")
-    parser.add_argument("kind", choices=["read", "crc", "scan", "kafka-python", "compact", "spark"])
+    parser.add_argument("kind", choices=["read", "crc", "scan", "digest", "kafka-python", "compact", "spark"])
     parser.add_argument("path")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
@@ -338,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
         result = probe_crc(args.path, args.repeat)
     elif args.kind == "scan":
         result = probe_scan(args.path, args.repeat)
+    elif args.kind == "digest":
+        result = probe_digest(args.path, args.repeat)
     elif args.kind == "kafka-python":
         result = probe_kafka_python(args.path, args.repeat)
     else:

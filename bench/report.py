@@ -14,7 +14,7 @@ from pathlib import Path
 from bench import chart
 from bench.generate import KiB, MiB
 
-SECTIONS = ("raw", "scan", "compaction", "memory", "spark", "kafka", "skew")
+SECTIONS = ("raw", "scan", "compaction", "memory", "spark", "kafka", "skew", "sweep")
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -159,6 +159,14 @@ def evaluate_targets(report: Report) -> None:
                1.6, True, "x", "2 cores shared by the driver JVM, the Python workers and everything else"),
         Target("linear: 4x input keeps >= 80% of 1x (per CPU-s)", r.get("linearity_throughput_largest_vs_1x"), 0.8,
                True, "share", ""),
+        Target("1 GiB dedupe buffer costs <= 1.1x the default (CPU)", r.get("dedupe_1gib_vs_default_cpu"), 1.1,
+               False, "x", "the map's slots are allocated for the work, not the configured buffer"),
+        Target("sweep: >= 3x Kafka's cleaner on every uncompressed shape (per CPU-s)",
+               r.get("sweep_min_vs_kafka_uncompressed"), 3.0, True, "x", _sweep_bound(report, compressed=False)),
+        Target("sweep: >= 1.5x Kafka's cleaner on every compressed shape (per CPU-s)",
+               r.get("sweep_min_vs_kafka_compressed"), 1.5, True, "x", _sweep_bound(report, compressed=True)),
+        Target("sweep: the records Kafka keeps, on every shape", r.get("sweep_shapes_keeping_other_records_than_kafka"),
+               0, False, "shapes", "see the notes"),
     ]  # fmt: skip
 
 
@@ -166,9 +174,25 @@ def _scan_bound(report: Report) -> str:
     parts = report.sections.get("scan", {}).get("parts_cpu_us_per_batch")
     if not parts:
         return ""
-    total = parts["iter_batches"] + parts["crc_verify"] + parts["record_table"]
-    shown = ["hash_keys", "record_table_glue", "walk_records", "iter_batches", "crc_verify"]
-    return f"CPU us per batch, {total:.0f} in all: " + ", ".join(f"{k} {parts[k]:.1f}" for k in shown)
+    return "CPU us per batch: " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items())
+
+
+def _sweep_bound(report: Report, *, compressed: bool) -> str:
+    """The slowest shape against Kafka, and where our CPU went on it."""
+    shapes = report.sections.get("sweep", {}).get("shapes", {})
+    worst = None
+    for name, r in shapes.items():
+        if ("lz4" in name or "zstd" in name) == compressed and "ours_vs_kafka" in r:
+            if worst is None or r["ours_vs_kafka"] < shapes[worst]["ours_vs_kafka"]:
+                worst = name
+    if worst is None:
+        return ""
+    ours = shapes[worst]["ours"]
+    phases = ours.get("phases_cpu_seconds", {})
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in phases.items())
+    return (
+        f"slowest: {worst} ({ours['cpu_seconds']:.2f} CPU-s in all; {parts}; the rest is pass 2 and the swap)"
+    )
 
 
 def _compaction_bound(report: Report) -> str:
@@ -230,9 +254,31 @@ def format_table(report: Report) -> str:
             f"{ours['bytes'] / ours['batches'] / KiB:.1f} KiB), us: "
             + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()),
         ]
+    digest = scan.get("digest")
+    if digest:
+        lines.append(
+            f"key digest on {digest['keys']:,} keys of {digest['key_bytes_mean']:.0f} B: MD5 in lanes (the map's, as the "
+            f"broker's) {digest['md5_ns_per_key']:.1f} ns/key, MurmurHash3 x64 128 {digest['murmur3_ns_per_key']:.1f} ns/key"
+        )
     phases = report.sections.get("compaction", {}).get("phases_cpu_seconds_1x")
     if phases:
         lines.append("compaction 1x, CPU s: " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
+    sweep = report.sections.get("sweep", {})
+    if sweep.get("status") == "ok":
+        lines += [
+            "",
+            f"{'batch-shape sweep':28} {'rec/batch':>9} {'input MB':>9} {'ours MB/CPU-s':>14} {'Kafka MB/CPU-s':>15} "
+            f"{'ours/Kafka':>10} {'kept (ours, Kafka)':>22}",
+        ]
+        for name, r in sweep["shapes"].items():
+            kafka = r.get("kafka", {})
+            km = r.get("kafka_mb_per_cpu_s")
+            ratio = r.get("ours_vs_kafka")
+            kept = f"{r['ours']['rows'][0]['records_after']:,}, {kafka['end_messages']:,}" if kafka else "-"
+            lines.append(
+                f"  {name:26} {r['records_per_batch']:9.0f} {r['input_bytes'] / 1e6:9.1f} {r['ours_mb_per_cpu_s']:14,.0f} "
+                f"{('-' if km is None else f'{km:,.0f}'):>15} {('-' if ratio is None else f'{ratio:.2f}x'):>10} {kept:>22}"
+            )
     mem = report.sections.get("memory", {})
     if mem.get("status") == "ok":
         lines += [
@@ -266,6 +312,12 @@ def format_table(report: Report) -> str:
 
 def draw_chart(report: Report, path: Path) -> None:
     colors = {"raw": chart.LIMIT, "scan": chart.OURS, "compaction": chart.OURS, "kafka": chart.KAFKA}
+    sweep_bars = [
+        chart.Bar(row.name.replace("sweep ", ""), row.mb_per_cpu_s or 0.0, f"{row.mb_per_cpu_s or 0:,.0f} MB/s",
+                  chart.KAFKA if row.name.endswith("Kafka") else chart.OURS)
+        for row in report.rows
+        if row.section == "sweep"
+    ]  # fmt: skip
     per_core = []
     for row in report.rows:
         if row.section in ("raw", "scan", "compaction", "kafka"):
@@ -290,6 +342,9 @@ def draw_chart(report: Report, path: Path) -> None:
     panels = [chart.Panel("throughput per core, MB per CPU-second (log scale)", per_core, log_scale=True)]
     if spark_bars:
         panels.append(chart.Panel("spark compact job, MB/s of input", spark_bars))
+    if sweep_bars:
+        panels.append(chart.Panel("batch-shape sweep: MB per CPU-second, ours and Kafka's cleaner (log scale)",
+                                  sweep_bars, log_scale=True))  # fmt: skip
     if target_bars:
         panels.append(chart.Panel("targets: share reached (line = target, full bar = 2x)", target_bars,
                                   max_value=2.0, marker=1.0))  # fmt: skip

@@ -5,7 +5,7 @@
 Sections (each measured in its own process by ``bench.probe``, so peak memory is per measurement):
 
 * ``raw``: the machine's limits on the scan segment: plain sequential read, one CRC32C pass.
-* ``scan``: our decode with key extraction (``record_table`` + CRC verify over all batches) and
+* ``scan``: the compiled scan every cleaner pass makes (CRC32C, records walked, keys hashed) and
   kafka-python's ``MemoryRecords`` touching every key, on the same segment.
 * ``compaction``: ``compact_partition`` on one partition of 1x, 2x and 4x the base size (per core, and
   linearity), with a phase breakdown of the 1x run.
@@ -17,6 +17,13 @@ Sections (each measured in its own process by ``bench.probe``, so peak memory is
   a note when java or mvn is missing.
 * ``skew``: the compact job on ``local[2]`` over one 8x partition and 15 of 1x, against the big one alone
   plus the small ones alone (``bench.skew``).
+* ``sweep``: the batch shapes users run: 1, 10, 100 and 1000 records per batch, uncompressed, lz4 and
+  zstd, and a ``__consumer_offsets``-like partition (many group keys, one record per batch, tombstones).
+  Each is cleaned by ``compact_partition`` (its own process) and by Kafka's cleaner on the same bytes
+  (one broker for all shapes, warmed up first: ``kafka_cleaner.measure_many``): CPU per byte of its
+  cleaner thread against ours, and the records each kept. Kafka's half is left out with ``--skip kafka``.
+  With it: the key digest's cost (MD5 lanes against MurmurHash3), and the 1x partition cleaned with a
+  1 GiB dedupe buffer against the default one.
 
 Output: a table on standard output (progress on standard error), ``<results-dir>/<UTC time>.json`` and
 a PNG chart next to it. MB = 10^6 bytes, GB = 10^9 bytes (Kafka's own "MB" is MiB and is converted).
@@ -41,7 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import skew
-from bench.generate import Manifest, MiB, Workload, generate
+from bench.generate import GiB, Manifest, MiB, Workload, generate
 from bench.report import SECTIONS, Report, Row, draw_chart, evaluate_targets, format_table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,6 +72,12 @@ class Plan:
     memory_partition_bytes: int = 64 * MiB
     repeat: int = 3
     kafka_python_repeat: int = 1
+    sweep_partition_bytes: int = 24 * MiB  # record bytes per shape
+    sweep_segment_bytes: int = 16 * MiB
+    sweep_records_per_batch: tuple[int, ...] = (1, 10, 100, 1000)
+    sweep_codecs: tuple[str, ...] = ("none", "lz4", "zstd")
+    sweep_consumer_offsets_keys: int = 20_000
+    sweep_warmup_bytes: int = 4 * MiB
 
 
 FULL = Plan(
@@ -84,6 +97,12 @@ QUICK = Plan(
     memory_duplicate_shares=(0.9, 0.1),
     memory_partition_bytes=2 * MiB,
     repeat=1,
+    sweep_partition_bytes=2 * MiB,
+    sweep_segment_bytes=MiB,
+    sweep_records_per_batch=(1, 100),
+    sweep_codecs=("none", "lz4"),
+    sweep_consumer_offsets_keys=500,
+    sweep_warmup_bytes=256 * 1024,
 )
 
 
@@ -194,10 +213,10 @@ def run_raw_and_scan(report: Report, plan: Plan, data: Manifest, skip: set[str])
         report.sections["raw"] = {"status": "skipped"}
     if "scan" not in skip:
         try:
-            log("scan: ours (record_table + CRC) and kafka-python on the same segment")
+            log("scan: ours (compiled segment scan) and kafka-python on the same segment")
             ours = probe("scan", segment, *rep)
             kp = probe("kafka-python", segment, "--repeat", str(plan.kafka_python_repeat))
-            report.rows.append(Row("scan", "scan: record_table + CRC (ours)", ours["bytes"], ours["seconds"],
+            report.rows.append(Row("scan", "scan: CRC + walk + MD5, compiled (ours)", ours["bytes"], ours["seconds"],
                                    ours["records"], cpu_seconds=ours["cpu_seconds"], peak_rss=ours["peak_rss"], baseline_rss=ours["baseline_rss"]))  # fmt: skip
             report.rows.append(Row("scan", "decode: kafka-python, every key", kp["bytes"], kp["seconds"],
                                    kp["records"], cpu_seconds=kp["cpu_seconds"], peak_rss=kp["peak_rss"], baseline_rss=kp["baseline_rss"],
@@ -213,6 +232,10 @@ def run_raw_and_scan(report: Report, plan: Plan, data: Manifest, skip: set[str])
                 "ours": ours,
                 "kafka_python": kp,
             }
+            digest = probe("digest", segment, *rep)
+            report.sections["scan"]["digest"] = digest
+            report.ratios["md5_ns_per_key"] = digest["md5_ns_per_key"]
+            report.ratios["murmur3_ns_per_key"] = digest["murmur3_ns_per_key"]
         except Exception as err:
             report.section_error("scan", err)
     else:
@@ -232,11 +255,9 @@ def scan_ratios(report: Report, results: dict) -> None:
             report.ratios["scan_vs_sequential_read" + suffix] = rate(ours, cpu) / rate(results["read"], cpu)
         report.ratios["scan_gb_per_s_per_core" + suffix] = rate(ours, cpu) / 1e9
     parts = ours["parts_cpu_seconds"]
-    per_batch = {k: v / ours["batches"] * 1e6 for k, v in parts.items()}
-    per_batch["record_table_glue"] = (
-        per_batch["record_table"] - per_batch["walk_records"] - per_batch["hash_keys"]
-    )
-    report.sections["scan"]["parts_cpu_us_per_batch"] = per_batch
+    report.sections["scan"]["parts_cpu_us_per_batch"] = {
+        k: v / ours["batches"] * 1e6 for k, v in parts.items()
+    }
 
 
 def run_compaction(report: Report, plan: Plan, datasets: dict[int, Manifest], work: Path) -> None:
@@ -256,10 +277,27 @@ def run_compaction(report: Report, plan: Plan, datasets: dict[int, Manifest], wo
                                baseline_rss=result["baseline_rss"],
                                note=f"map {result['map_bytes'] / MiB:.0f} MiB"))  # fmt: skip
     one = runs[min(runs)]
+    log("compaction 1x with a 1 GiB dedupe buffer (the same data)")
+    target = copy_log_dir(Path(datasets[min(datasets)].log_dir), work / "compact-1x-1gib")
+    big = probe("compact", target, *job_sets(plan.base, GiB))
+    shutil.rmtree(target, ignore_errors=True)
+    if big["rows"][0]["records_after"] != one["rows"][0]["records_after"]:
+        report.notes.append(
+            f"compaction: 1 GiB dedupe buffer kept {big['rows'][0]['records_after']} records, the default "
+            f"{one['rows'][0]['records_after']}"
+        )
+    report.rows.append(Row("compaction", "compaction 1x: 1 GiB dedupe buffer", one["input_bytes"], big["seconds"],
+                           big["rows"][0]["records_before"], cpu_seconds=big["cpu_seconds"], peak_rss=big["peak_rss"],
+                           baseline_rss=big["baseline_rss"], note="log.cleaner.dedupe.buffer.size=1 GiB"))  # fmt: skip
+    report.ratios["dedupe_1gib_vs_default_cpu"] = big["cpu_seconds"] / one["cpu_seconds"]
+    report.ratios["dedupe_1gib_vs_default_peak_rss"] = big["peak_rss"] / one["peak_rss"]
     phases = dict(one.get("phases_cpu_seconds", {}))
     if phases:
         phases["pass2_rewrite_and_swap (total - parts)"] = one["cpu_seconds"] - sum(phases.values())
-    report.sections["compaction"] = {"status": "ok", "runs": runs, "phases_cpu_seconds_1x": phases}
+    report.sections["compaction"] = {
+        "status": "ok", "runs": runs, "phases_cpu_seconds_1x": phases, "dedupe_1gib": big,
+        "same_records_with_1gib_buffer": big["rows"][0]["records_after"] == one["rows"][0]["records_after"],
+    }  # fmt: skip
     for suffix, cpu in (("", True), ("_wall", False)):
         mbps = {f: rate(r, cpu, "input_bytes") / 1e6 for f, r in runs.items()}
         report.ratios["compaction_mb_per_s_per_core" + suffix] = mbps[min(mbps)]
@@ -387,6 +425,121 @@ def run_kafka(report: Report, plan: Plan, data: Manifest, work: Path) -> None:
             )
 
 
+def sweep_workloads(plan: Plan) -> dict[str, Workload]:
+    """The shapes of the sweep, by name; each is one partition of ``sweep_partition_bytes``."""
+    base = Workload(
+        partition_bytes=plan.sweep_partition_bytes, segment_bytes=plan.sweep_segment_bytes, key_bytes=16,
+        value_bytes=100, duplicate_share=0.5, tombstone_share=0.01,
+    )  # fmt: skip
+    shapes = {}
+    for codec in plan.sweep_codecs:
+        for n in plan.sweep_records_per_batch:
+            shapes[f"{n} rec/batch {codec}"] = dataclasses.replace(
+                base, codecs=(codec,), batch_bytes=n * base.record_bytes
+            )
+    # __consumer_offsets: group/topic/partition keys of ~50 bytes, small commit values, one record per
+    # batch (the coordinator appends each commit alone), expired groups as tombstones.
+    offsets = dataclasses.replace(
+        base, key_bytes=48, value_bytes=40, distinct_keys=plan.sweep_consumer_offsets_keys, tombstone_share=0.05,
+        batch_bytes=1,
+    )  # fmt: skip
+    shapes["__consumer_offsets-like"] = offsets
+    return shapes
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-").lower()
+
+
+def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
+    shapes = sweep_workloads(plan)
+    results: dict[str, dict] = {}
+    data: dict[str, Manifest] = {}
+    for name, w in shapes.items():
+        data[name] = generate(work / "data" / "sweep" / _slug(name), w)
+        m = data[name]
+        log(f"sweep {name}: {m.partitions[0].batches} batches, {m.cleanable_bytes / 1e6:.0f} MB, ours")
+        target = copy_log_dir(Path(m.log_dir), work / "run" / "sweep")
+        ours = probe("compact", target, *job_sets(w), "--phases")
+        shutil.rmtree(target, ignore_errors=True)
+        row = ours["rows"][0]
+        if row["status"] != "cleaned":
+            raise BenchError(f"sweep {name}: partition {row['status']}: {row['reason']}")
+        results[name] = {
+            "workload": dataclasses.asdict(w), "input_bytes": m.cleanable_bytes, "batches": m.partitions[0].batches,
+            "records": m.partitions[0].records, "records_per_batch": m.partitions[0].records / m.partitions[0].batches,
+            "ours": ours, "ours_mb_per_cpu_s": m.cleanable_bytes / ours["cpu_seconds"] / 1e6,
+        }  # fmt: skip
+        report.rows.append(Row("sweep", f"sweep {name}: ours", m.cleanable_bytes, ours["seconds"], row["records_before"],
+                               cpu_seconds=ours["cpu_seconds"], peak_rss=ours["peak_rss"],
+                               baseline_rss=ours["baseline_rss"]))  # fmt: skip
+    kafka = None
+    if "kafka" in skip:
+        report.notes.append("sweep: Kafka's cleaner left out (--skip kafka)")
+    else:
+        kafka = _sweep_kafka(report, plan, data, work)
+    for name, r in results.items():
+        k = (kafka or {}).get(name)
+        if not k:
+            continue
+        r["kafka"] = k
+        if k["cleaner_thread_cpu_seconds"]:
+            r["kafka_mb_per_cpu_s"] = r["input_bytes"] / k["cleaner_thread_cpu_seconds"] / 1e6
+            r["ours_vs_kafka"] = r["ours_mb_per_cpu_s"] / r["kafka_mb_per_cpu_s"]
+        r["same_records_kept"] = r["ours"]["rows"][0]["records_after"] == k["end_messages"]
+        if not r["same_records_kept"]:
+            report.notes.append(
+                f"sweep {name}: Kafka kept {k['end_messages']} records, we kept {r['ours']['rows'][0]['records_after']}"
+            )
+        report.rows.append(Row("sweep", f"sweep {name}: Kafka", r["input_bytes"], k["seconds_printed"] or 1e-9,
+                               k["start_messages"], cpu_seconds=k["cleaner_thread_cpu_seconds"],
+                               note="cleaner thread CPU; seconds as Kafka prints them"))  # fmt: skip
+    report.sections["sweep"] = {"status": "ok", "shapes": results}
+    compared = {n: r for n, r in results.items() if "ours_vs_kafka" in r}
+    if compared:
+        plain = [r["ours_vs_kafka"] for n, r in compared.items() if "lz4" not in n and "zstd" not in n]
+        packed = [r["ours_vs_kafka"] for n, r in compared.items() if "lz4" in n or "zstd" in n]
+        if plain:
+            report.ratios["sweep_min_vs_kafka_uncompressed"] = min(plain)
+        if packed:
+            report.ratios["sweep_min_vs_kafka_compressed"] = min(packed)
+        report.ratios["sweep_shapes_keeping_other_records_than_kafka"] = sum(
+            not r["same_records_kept"] for r in compared.values()
+        )
+
+
+def _sweep_kafka(report: Report, plan: Plan, data: dict[str, Manifest], work: Path) -> dict | None:
+    from bench import kafka_cleaner
+
+    try:
+        from tests import kafka_harness  # noqa: F401 - the real-broker harness, a test helper of this repo
+    except ModuleNotFoundError as err:
+        report.notes.append(f"sweep: Kafka's cleaner SKIPPED: tests/kafka_harness.py not importable ({err})")
+        return None
+    missing = kafka_cleaner.missing_tools()
+    if missing:
+        report.notes.append(
+            f"sweep: Kafka's cleaner SKIPPED: it needs {' and '.join(missing)} (Java 17, Maven)"
+        )
+        return None
+    warm = dataclasses.replace(
+        plan.base, partition_bytes=plan.sweep_warmup_bytes, segment_bytes=plan.sweep_segment_bytes,
+        codecs=tuple(plan.sweep_codecs), batch_bytes=10 * plan.base.record_bytes,
+    )  # fmt: skip
+    warmup = generate(work / "data" / "sweep-warmup", warm)
+    shapes = [
+        kafka_cleaner.Shape(name, partition_dirs(m)[0], f"sweep-{_slug(name)}", m.cleanable_bytes)
+        for name, m in data.items()
+    ]
+    log(f"sweep: Kafka's cleaner on {len(shapes)} shapes, one broker")
+    result = kafka_cleaner.measure_many(
+        shapes, partition_dirs(warmup)[0], segment_bytes=plan.sweep_segment_bytes, dedupe_buffer_bytes=128 * MiB,
+        work_dir=work / "run" / "sweep-kafka", log=log,
+    )  # fmt: skip
+    report.sections["sweep_kafka_broker"] = result.pop("_broker", {})
+    return result
+
+
 # ---------------------------------------------------------------------------------------------- main
 def run(args: argparse.Namespace) -> int:
     plan = QUICK if args.quick else FULL
@@ -417,6 +570,7 @@ def run(args: argparse.Namespace) -> int:
             ("spark", lambda: run_spark(report, plan, _spark_data(plan, work), work / "run")),
             ("kafka", lambda: run_kafka(report, plan, datasets[1], work / "run")),
             ("skew", lambda: skew.run_section(report, args.quick, work / "run")),
+            ("sweep", lambda: run_sweep(report, plan, work, skip)),
         ]
         for name, body in sections:
             if name in skip:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -39,6 +40,8 @@ CODEC_IDS = {name: codec for codec, name in CODEC_NAMES.items()}
 
 # Kafka's default levels (CompressionType / KIP-390).
 GZIP_LEVEL = 6  # zlib's default, what Java's Deflater uses for level -1
+# 9, and at that default Kafka's Lz4BlockOutputStream uses lz4's *fast* compressor (the high-compression one
+# only for another level): so does ours.
 LZ4_LEVEL = 9
 ZSTD_LEVEL = 3
 
@@ -114,9 +117,7 @@ def compress(codec: int, data: bytes | memoryview, magic: int = 2) -> bytes:
     if codec == ZSTD:
         if magic < 2:
             raise CompressionError("zstd is not allowed with message format v0/v1")
-        zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False)
-        obj = zc.compressobj()
-        return obj.compress(bytes(data)) + obj.flush()
+        return _zstd_compressor().compress(data)
     raise CompressionError(f"unknown compression codec id {codec} (expected 0-4)")
 
 
@@ -134,7 +135,7 @@ def decompress(codec: int, data: bytes | memoryview, magic: int = 2) -> bytes:
         if codec == ZSTD:
             if magic < 2:
                 raise CompressionError("zstd compression found in a v0/v1 message (forbidden)")
-            reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+            reader = _zstd_decompressor().stream_reader(data, read_across_frames=True)
             return reader.read()
     except CompressionError:
         raise
@@ -143,6 +144,25 @@ def decompress(codec: int, data: bytes | memoryview, magic: int = 2) -> bytes:
     except (ValueError, struct.error, IndexError) as err:
         raise CompressionError(f"cannot decompress {codec_name(codec)} data: {err}") from err
     raise CompressionError(f"unknown compression codec id {codec} (expected 0-4)")
+
+
+_LOCAL = threading.local()
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    """One decompressor per thread: making one costs more than decompressing a small batch."""
+    dctx = getattr(_LOCAL, "zstd", None)
+    if dctx is None:
+        dctx = _LOCAL.zstd = zstandard.ZstdDecompressor()
+    return dctx
+
+
+def _zstd_compressor() -> zstandard.ZstdCompressor:
+    """One compressor per thread (level 3, Kafka's default; no content size, as Kafka's streams write)."""
+    cctx = getattr(_LOCAL, "zstd_out", None)
+    if cctx is None:
+        cctx = _LOCAL.zstd_out = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False)
+    return cctx
 
 
 def _gzip_decompress(data: bytes) -> bytes:
@@ -188,13 +208,10 @@ def _lz4_header_checksum(descriptor: bytes) -> int:
 
 
 def _lz4_compress(data: bytes, magic: int) -> bytes:
-    descriptor = bytes([_LZ4_FLG, _LZ4_BD])
-    # Kafka's magic-0 quirk: the header checksum was computed over the magic number as well.
-    hc = _lz4_header_checksum(_LZ4_MAGIC + descriptor if magic == 0 else descriptor)
-    parts = [_LZ4_MAGIC, descriptor, bytes([hc])]
+    parts = [_lz4_frame_header(magic)]
     for i in range(0, len(data), _LZ4_BLOCK):
         raw = data[i : i + _LZ4_BLOCK]
-        block = lz4.block.compress(raw, mode="high_compression", compression=LZ4_LEVEL, store_size=False)
+        block = lz4.block.compress(raw, mode="default", store_size=False)
         if len(block) >= len(raw):
             parts.append(_UINT32_LE.pack(len(raw) | 0x80000000))
             parts.append(raw)
@@ -203,6 +220,14 @@ def _lz4_compress(data: bytes, magic: int) -> bytes:
             parts.append(block)
     parts.append(b"\x00\x00\x00\x00")
     return b"".join(parts)
+
+
+@functools.lru_cache(maxsize=2)
+def _lz4_frame_header(magic: int) -> bytes:
+    descriptor = bytes([_LZ4_FLG, _LZ4_BD])
+    # Kafka's magic-0 quirk: the header checksum was computed over the magic number as well.
+    hc = _lz4_header_checksum(_LZ4_MAGIC + descriptor if magic == 0 else descriptor)
+    return _LZ4_MAGIC + descriptor + bytes([hc])
 
 
 def _lz4_decompress(data: bytes, magic: int) -> bytes:

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from . import fsutil, time_index
+from . import segment_kernels as sk
 from .errors import ConfigError, CorruptIndexError, RefusedError
 from .filenames import base_offset_of
 from .time_index import NO_TIMESTAMP, TimeIndex
@@ -305,6 +306,44 @@ class IndexBuilder:
         if new_max:
             self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
         self._last_position = position
+
+    def append_many(
+        self, positions: np.ndarray, last_offsets: np.ndarray, max_timestamps: np.ndarray
+    ) -> None:
+        """:meth:`append` for many batches at once (int64 arrays), in one compiled loop."""
+        n = positions.shape[0]
+        if n == 0:
+            return
+        st = sk.new_state(
+            sk.INDEX_STATE, base_offset=self.base_offset, index_interval_bytes=self.index_interval_bytes,
+            max_offset_entries=self._max_offset_entries, max_time_entries=self._max_time_entries,
+            last_indexed_position=self._last_indexed_position, last_position=self._last_position,
+            max_timestamp=self.max_timestamp, offset_of_max_timestamp=self.offset_of_max_timestamp,
+            offset_entries=len(self._relatives), last_indexed_relative=self._relatives[-1] if self._relatives else -1,
+            time_entries=len(self._timestamps), last_time_timestamp=self._timestamps[-1] if self._timestamps else -1,
+        )  # fmt: skip
+        rel = np.empty(n, dtype=np.int64)
+        pos = np.empty(n, dtype=np.int64)
+        time_ts = np.empty(n, dtype=np.int64)
+        time_rel = np.empty(n, dtype=np.int64)
+        first_offset, first_time = len(self._relatives), len(self._timestamps)
+        status, failed = sk.index_entries(
+            positions, last_offsets, max_timestamps, st, rel, pos, time_ts, time_rel
+        )
+        row = st[0]
+        self._relatives += rel[: int(row["offset_entries"]) - first_offset].tolist()
+        self._positions += pos[: int(row["offset_entries"]) - first_offset].tolist()
+        self._timestamps += time_ts[: int(row["time_entries"]) - first_time].tolist()
+        self._time_relatives += time_rel[: int(row["time_entries"]) - first_time].tolist()
+        self._last_indexed_position = int(row["last_indexed_position"])
+        self._last_position = int(row["last_position"])
+        self.max_timestamp = int(row["max_timestamp"])
+        self.offset_of_max_timestamp = int(row["offset_of_max_timestamp"])
+        if status != sk.INDEX_OK:  # the readable path raises the error for that batch
+            self.append(int(positions[failed]), int(last_offsets[failed]), int(max_timestamps[failed]))
+            raise CorruptIndexError(
+                f"batch at position {int(positions[failed])} cannot be indexed", self.path
+            )
 
     def finish(self) -> tuple[OffsetIndex, TimeIndex]:
         """Both indexes as the broker leaves them on roll/close: the time index gets its final entry."""

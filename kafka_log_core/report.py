@@ -12,9 +12,9 @@ The figures are the ones the jobs act on:
   on the same input;
 * ``duplicate_share`` is counted, not sampled: pass 1 of the cleaner (:func:`cleaner.build_offset_map`)
   over the dirty section, superseded keyed records / keyed records scanned. Aborted transactional data
-  is skipped as the cleaner skips it. The map is sized to hold every key of the section, up to the
-  broker's own ``log.cleaner.dedupe.buffer.size`` — past that the cleaner would stop its round there
-  too, and the share covers the part one round would clean;
+  is skipped as the cleaner skips it. The map counts against the broker's own
+  ``log.cleaner.dedupe.buffer.size`` — past that the cleaner would stop its round there too, and the
+  share covers the part one round would clean — and allocates only what the section can fill;
 * ``reclaimable_bytes`` is an estimate: ``cleanable_bytes × duplicate_share + retention_bytes`` (records
   assumed to be of equal size), capped at the partition's size. :class:`CompactionEstimate` holds the
   compaction part; ``compact --dry-run`` shows the same figures in its rows.
@@ -26,7 +26,7 @@ import dataclasses
 
 from . import cleaner, retention
 from .config import BrokerConfig, ConfigSet, LogConfig, TopicSettings
-from .offset_map import BYTES_PER_ENTRY, OffsetMap
+from .offset_map import OffsetMap
 from .partition_log import PartitionLog
 from .producer_state import build_producer_table
 from .record_batch import BatchHeader
@@ -187,13 +187,15 @@ def estimate_compaction(
     records = None
     if count_records:
         first = log.segments[0].base_offset if log.segments else end
-        records = keyed_bound(log, first, end) if first < end else 0
+        records = records_in(log, first, end) if first < end else 0
     if start >= end:
         return CompactionEstimate(records, 0, 0, plan.cleanable_bytes)
-    broker_memory = cleaner._map_memory(broker)
-    load = broker.log_cleaner_io_buffer_load_factor
-    needed = int((keyed_bound(log, start, end) + 2) / load + 1) * BYTES_PER_ENTRY
-    offset_map = OffsetMap(min(needed, broker_memory), load)
+    # The broker's capacity (where its round would stop), slots allocated only for what the section holds.
+    offset_map = OffsetMap(
+        cleaner._map_memory(broker),
+        broker.log_cleaner_io_buffer_load_factor,
+        cleaner.keyed_bound(log, start, end),
+    )
     result = cleaner.build_offset_map(log, start, end, offset_map)
     if result.full:
         notes.append(
@@ -203,23 +205,23 @@ def estimate_compaction(
     return CompactionEstimate(records, result.keys_put, result.duplicates, plan.cleanable_bytes)
 
 
-def keyed_bound(log: PartitionLog, start: int, end: int) -> int:
-    """An upper bound of the records in [start, end) from batch headers only: a v2 batch's record
-    count, a legacy entry's offset step (offsets strictly increase, so it holds at most that many)."""
-    bound = 0
+def records_in(log: PartitionLog, start: int, end: int) -> int:
+    """The records of the batches in [start, end), from batch headers only: a v2 batch's record count, a
+    legacy entry's offset step (offsets strictly increase, so it holds at most that many)."""
+    count = 0
     for segment in log.segments_in(start, end):
         previous_last = segment.base_offset - 1
         for batch in segment.header_scan(segment.offset_index.lookup(start).position):
             if isinstance(batch.header, BatchHeader):
                 if batch.header.base_offset >= end:
                     break
-                bound += batch.header.records_count
+                count += batch.header.records_count
             else:
-                bound += max(batch.last_offset - previous_last, 1)
+                count += max(batch.last_offset - previous_last, 1)
             previous_last = batch.last_offset
             if batch.last_offset >= end:
                 break
-    return bound
+    return count
 
 
 # ------------------------------------------------------------------------------------------ retention

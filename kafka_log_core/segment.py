@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from . import log_file
+import numpy as np
+
+from . import kernels, log_file, segment_kernels
 from .errors import CorruptDataError, CorruptIndexError
 from .filenames import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_file
 from .log_file import FileBatch
@@ -72,8 +74,33 @@ class Segment:
             self._cache["data"] = data
         return data
 
+    def buffer(self) -> np.ndarray:
+        """The whole ``.log`` as a read-only uint8 array over its memory map (cached with ``read``): what
+        the compiled passes walk."""
+        array = self._cache.get("array")
+        if array is None:
+            array = kernels.as_bytes(self.read())
+            self._cache["array"] = array
+        return array
+
     def drop_cache(self) -> None:
         self._cache.clear()
+
+    def headers(self, start_position: int = 0) -> np.ndarray:
+        """Every batch header from ``start_position`` as rows of ``segment_kernels.HEADER_ROW``, from one
+        compiled scan (not strict: a partial batch at the end is left out, as readers do)."""
+        cached = "array" in self._cache
+        array = self.buffer()
+        try:
+            status, position, rows = segment_kernels.scan_headers(array, start_position, array.shape[0])
+            if status != segment_kernels.DONE:  # the readable reader raises with the detail
+                for _ in log_file.iter_batches(self.read(), self.log_path, position):
+                    break
+                raise CorruptDataError("malformed batch", self.log_path, position)
+            return segment_kernels.header_rows(rows)
+        finally:
+            if not cached:
+                self.drop_cache()
 
     def batches(self, start_position: int = 0, *, strict: bool = True) -> Iterator[FileBatch]:
         """Batches from ``start_position``. ``strict``: a partial trailing batch is corruption (the

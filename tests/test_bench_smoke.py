@@ -42,7 +42,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert {"schema", "timestamp", "quick", "machine", "workload", "measurements", "sections", "ratios",
             "targets", "notes", "files"} <= set(report)  # fmt: skip
     assert report["quick"] is True
-    for name in ("raw", "scan", "compaction", "memory"):
+    for name in ("raw", "scan", "compaction", "memory", "sweep"):
         assert report["sections"][name]["status"] == "ok", report["sections"][name]
     for name in ("spark", "kafka", "skew"):
         assert report["sections"][name]["status"] == "skipped"
@@ -65,8 +65,16 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     for row in report["measurements"]:
         assert row["seconds"] > 0 and row["bytes"] > 0 and row["mb_per_s"] > 0, row
         assert row["peak_rss"] is None or row["peak_rss"] > 0
+    # The batch-shape sweep ran our side of every shape; each kept what its generator says it holds.
+    shapes = report["sections"]["sweep"]["shapes"]
+    assert {"1 rec/batch none", "100 rec/batch lz4", "__consumer_offsets-like"} <= set(shapes)
+    for shape in shapes.values():
+        row = shape["ours"]["rows"][0]
+        assert row["status"] == "cleaned" and 0 < row["records_after"] <= row["records_before"] == shape["records"]
+    assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
+    assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
     targets = {t["name"]: t for t in report["targets"]}
-    assert len(targets) == 10
+    assert len(targets) == 14
     for t in targets.values():
         assert t["comparison"] in (">=", "<=")
         assert t["verdict"].startswith(("MET", "MISSED", "NOT MEASURED"))

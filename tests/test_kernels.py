@@ -56,17 +56,14 @@ def test_key_digest_is_md5_like_kafkas_offset_map(data):
 
 
 def test_offset_map_keeps_latest_offset_and_stops_when_full():
-    slots = 10
-    kh = np.zeros(slots, dtype=np.uint64)
-    kl = np.zeros(slots, dtype=np.uint64)
-    offs = np.zeros(slots, dtype=np.int64)
+    table = np.zeros((10, kernels.SLOT_WORDS), dtype=np.uint64)  # 10 slots of 24 bytes
     hi = np.array([1, 2, 1, 3, 4, 5], dtype=np.uint64)
     lo = np.array([9, 9, 9, 9, 9, 9], dtype=np.uint64)
     offsets = np.array([100, 101, 102, 103, 104, 105], dtype=np.int64)
     mask = np.ones(6, dtype=bool)
-    consumed, used, last = kernels.map_put_many(kh, kl, offs, hi, lo, offsets, 0, 3, mask)
+    consumed, used, last = kernels.map_put_many(table, hi, lo, offsets, 0, 3, mask)
     assert (consumed, used, last) == (4, 3, 103)
-    got = kernels.map_get_many(kh, kl, offs, hi, lo, mask)
+    got = kernels.map_get_many(table, hi, lo, mask)
     assert got.tolist() == [102, 101, 102, 103, -1, -1]
 
 
