@@ -1,8 +1,10 @@
 """The Maven packages that Spark features of kafka-log-jobs need, and how an embedded session gets them.
 
-* Delta Lake, for ``export --format delta``: ``io.delta:delta-spark_<Spark major.minor>_2.13:<version of
-  the delta-spark PyPI package>`` -- the artifact the package's own ``configure_spark_with_delta_pip``
-  picks. delta-spark 4.4.0 is the release for Spark 4.2 whose jars are on Maven Central.
+* Delta Lake, for ``export --format delta``: ``io.delta:delta-spark_<Spark major.minor>_2.13:<DELTA_VERSION>``
+  -- the artifact the delta-spark PyPI package's ``configure_spark_with_delta_pip`` picks for that
+  version. delta-spark 4.4.0 is the release for Spark 4.2 whose jars are on Maven Central. Only the jars
+  are needed (the job uses Spark's own DataFrame writer), so the PyPI package is an optional extra
+  (``.[delta]``) and stays out of the executors' environment (it would pull in a second pyspark).
 * Spark's Kafka connector, ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>`` (the tests
   compare the ``kafka-log`` source with it).
 
@@ -38,8 +40,12 @@ def _spark_minor() -> str:
     return ".".join(version("pyspark").split(".")[:2])
 
 
+#: The Delta Lake release whose jars are loaded: the one for Spark 4.2 whose jars are on Maven Central.
+DELTA_VERSION = "4.4.0"
+
+
 def delta_package() -> str:
-    return f"io.delta:delta-spark_{_spark_minor()}_{SCALA}:{version('delta-spark')}"
+    return f"io.delta:delta-spark_{_spark_minor()}_{SCALA}:{DELTA_VERSION}"
 
 
 def kafka_connector_package() -> str:
