@@ -1,6 +1,6 @@
 """What every job shares: the options, the driver's listing of partition directories, the Spark map over
 them, and the result table (printed, written as JSON/Parquet). Jobs stay thin: the work of one
-partition is a function in ``kafka_log_core.tasks``.
+partition is a function in ``kafka_log_core.work.tasks``.
 
 A job lists before it starts Spark, so that a mistake is said at once, in one line, with exit status 2:
 a ``--topic`` that is not a regex or matches no topic, a ``--log-dir`` holding no partition directory
@@ -29,14 +29,15 @@ import click
 from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType
 
 from jobs import progress
-from kafka_log_core import locks, recovery
-from kafka_log_core.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
-from kafka_log_core.config import ConfigSet
 from kafka_log_core.errors import KafkaLogError
-from kafka_log_core.filenames import list_partition_dirs, parse_segment_file
-from kafka_log_core.log_dir_config import describe, resolve_log_dir_configs
-from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.tasks import UNKNOWN_SETTINGS, JobOptions, PartitionTask
+from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
+from kafka_log_core.format.filenames import list_partition_dirs, parse_segment_file
+from kafka_log_core.log import locks
+from kafka_log_core.log.partition_log import LogDirState
+from kafka_log_core.rules import recovery
+from kafka_log_core.settings.config import ConfigSet
+from kafka_log_core.settings.log_dir_config import describe, resolve_log_dir_configs
+from kafka_log_core.work.tasks import UNKNOWN_SETTINGS, JobOptions, PartitionTask
 
 DEFAULT_CONF_DIR = Path("conf")
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")  # Spark's log: errors only (see the file)

@@ -13,7 +13,7 @@ import click
 from pyspark.sql.types import DoubleType, LongType, StringType
 
 from jobs import common
-from kafka_log_core.tasks import COMPACT_ROW, compact_partition
+from kafka_log_core.work.tasks import COMPACT_ROW, compact_partition
 
 SCHEMA = common.result_schema(
     ("settings", StringType()),

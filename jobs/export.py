@@ -23,7 +23,7 @@ from pyspark.sql.types import LongType
 
 from jobs import common
 from kafka_log_core.errors import KafkaLogError, UsageError
-from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.format.filenames import TopicPartition
 from spark_udfs import packages, planning
 from spark_udfs.errors import failed_partition
 from spark_udfs.options import ReadOptions
@@ -198,7 +198,9 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     help="Also write the result table to PATH (.json or .parquet).",
 )
 @click.option("--master", default=None, help="Spark master URL (default: spark-submit's, else local[*]).")
-@click.option("--verbose", is_flag=True, help="Show Spark's own start-up lines and warnings (default: errors only).")
+@click.option(
+    "--verbose", is_flag=True, help="Show Spark's own start-up lines and warnings (default: errors only)."
+)
 def command(log_dirs, topic_regex, out, view, fmt, isolation_level, include_headers, more_options, output,
             report_path, master, verbose):  # fmt: skip
     """Write topics as a table (Parquet or Delta, partitioned by topic): the latest view or the records."""

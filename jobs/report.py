@@ -3,7 +3,7 @@
 spark-submit jobs/report.py --log-dir /data/kafka-logs [--format table|json|csv|parquet|html] [--out PATH]
 kafka-log-jobs report --log-dir /data/kafka-logs [options]
 
-Rows come from ``kafka_log_core.report.report_partition``, one Spark task per partition directory,
+Rows come from ``kafka_log_core.work.report.report_partition``, one Spark task per partition directory,
 sorted filthiest (highest dirty ratio) first. JSON on standard output is the bare array of rows.
 """
 
@@ -29,10 +29,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from jobs import common
-from kafka_log_core import html_report
-from kafka_log_core.html_report import human_bytes
-from kafka_log_core.report import REPORT_ROW, report_partition
+from jobs import common, html_report
+from jobs.html_report import human_bytes
+from kafka_log_core.work.report import REPORT_ROW, report_partition
 
 SCHEMA = StructType(
     [

@@ -14,7 +14,7 @@ import click
 from pyspark.sql.types import LongType, StringType
 
 from jobs import common
-from kafka_log_core.tasks import RETAIN_ROW, retain_partition
+from kafka_log_core.work.tasks import RETAIN_ROW, retain_partition
 
 SCHEMA = common.result_schema(
     ("settings", StringType()),

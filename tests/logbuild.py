@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafka_log_core import checkpoints, record_batch
-from kafka_log_core.filenames import TopicPartition, segment_file
-from kafka_log_core.offset_index import IndexBuilder
-from kafka_log_core.record_batch import Header, Record
+from kafka_log_core.format import checkpoints, record_batch
+from kafka_log_core.format.filenames import TopicPartition, segment_file
+from kafka_log_core.format.record_batch import Header, Record
+from kafka_log_core.log.index_builder import IndexBuilder
 
 TS = 1_700_000_000_000
 
@@ -43,7 +43,7 @@ def write_segment(directory: Path, base: int, batches: list[bytes], *, interval:
     directory.mkdir(parents=True, exist_ok=True)
     builder = IndexBuilder(base, index_interval_bytes=interval)
     pos = 0
-    from kafka_log_core import log_file
+    from kafka_log_core.format import log_file
 
     data = b"".join(batches)
     for b in log_file.iter_batches(data):

@@ -3,7 +3,7 @@
 The cluster is Spark's standalone master and one worker, started from the installed pyspark
 (``bin/spark-class``) as their own processes on 127.0.0.1. The worker's ``python3`` is a bare virtualenv
 without our dependencies, so the executors can only run the jobs from the environment archive that
-``make dist`` builds (``kafka_log_core.package``), shipped with ``--archives``. ``compact``, ``retain``
+``make dist`` builds (``jobs.package``), shipped with ``--archives``. ``compact``, ``retain``
 and ``report`` are submitted with ``spark-submit jobs/<job>.py`` and must leave every file byte for byte
 as the embedded run (``local[2]``, this interpreter) leaves a copy of the same log dir, with the same
 result rows.
@@ -33,11 +33,10 @@ import pytest
 from click.testing import CliRunner
 from logbuild import batch, make_log
 
-from jobs import common
-from kafka_log_core import package
-from kafka_log_core.cli import main
-from kafka_log_core.sample import DEFAULT_NOW_MS, generate
-from kafka_log_core.tasks import RETAIN_ROW, JobOptions, retain_partition
+from jobs import common, package
+from jobs.cli import main
+from kafka_log_core.simulator.sample import DEFAULT_NOW_MS, generate
+from kafka_log_core.work.tasks import RETAIN_ROW, JobOptions, retain_partition
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(__import__("pyspark").__file__).parent

@@ -1,0 +1,259 @@
+"""The dry-run report of one partition: what compaction and retention would do, changing nothing.
+
+One row per partition directory, in the shape of the report job's schema. Read-only by construction:
+no partition lock is taken (nothing is written, and a broker may even hold the log dir), loader
+leftovers are not resolved — the row says what the loader would do with them — and the cleaner
+checkpoint is not reset when it is out of range. Like every task, it never raises: a partition that
+cannot be read is one ``failed`` row with the file and position.
+
+The figures are the ones the jobs act on:
+
+* the dirty-ratio columns are :func:`cleaner.plan_cleaning`'s, so the report and the compact job agree
+  on the same input;
+* ``duplicate_share`` is counted, not sampled: pass 1 of the cleaner (:func:`cleaner.build_offset_map`)
+  over the dirty section, superseded keyed records / keyed records scanned. Aborted transactional data
+  is skipped as the cleaner skips it. The map counts against the broker's own
+  ``log.cleaner.dedupe.buffer.size`` — past that the cleaner would stop its round there too, and the
+  share covers the part one round would clean — and allocates only what the section can fill;
+* ``reclaimable_bytes`` is an estimate: ``cleanable_bytes × duplicate_share + retention_bytes`` (records
+  assumed to be of equal size), capped at the partition's size. :class:`CompactionEstimate` holds the
+  compaction part; ``compact --dry-run`` shows the same figures in its rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kafka_log_core.format.record_batch import BatchHeader
+from kafka_log_core.kernels.offset_map import OffsetMap
+from kafka_log_core.log.partition_log import PartitionLog
+from kafka_log_core.rules import cleaner, retention
+from kafka_log_core.rules.producer_state import build_producer_table
+from kafka_log_core.settings.config import BrokerConfig, ConfigSet, LogConfig, TopicSettings
+from kafka_log_core.work.tasks import (
+    RECOVERY_COLUMNS,
+    Configs,
+    JobOptions,
+    PartitionTask,
+    _run_guarded,
+    configs_for,
+    prepare,
+    retention_settings_unknown,
+    stray_reason,
+    topic_settings,
+    unknown_settings_reason,
+)
+
+REPORT_ROW = dict(
+    status="ok", reason="", cleanup_policy="", cleanup_policy_source=None, retention_ms_source=None,
+    retention_bytes_setting=None, retention_bytes_source=None, min_cleanable_dirty_ratio_source=None, segments=0, total_bytes=0, clean_bytes=None,
+    cleanable_bytes=None, dirty_ratio=None, min_cleanable_dirty_ratio=None, first_dirty_offset=None,
+    first_uncleanable_offset=None, would_compact=False, compact_reason="", duplicate_share=None,
+    retention_segments=0, retention_bytes=0, retention_reason="", retention_log_start_offset=None,
+    retention_ms=None, oldest_segment_age_ms=None, reclaimable_bytes=0, log_start_offset=None,
+    log_end_offset=None, **RECOVERY_COLUMNS, duration_ms=0,
+)  # fmt: skip
+
+
+UNKNOWN = "unknown"
+
+
+def config_columns(settings: TopicSettings) -> dict:
+    """The effective cleanup.policy, retention.ms, retention.bytes and min.cleanable.dirty.ratio and where
+    each came from; ``unknown`` (value null) where the value would be a guess."""
+    columns: dict = {}
+    for name, column in (
+        ("cleanup.policy", "cleanup_policy"),
+        ("retention.ms", "retention_ms"),
+        ("retention.bytes", "retention_bytes_setting"),
+        ("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio"),
+    ):
+        source_column = column.removesuffix("_setting") + "_source"
+        if settings.unknown(name):
+            columns[column] = UNKNOWN if name == "cleanup.policy" else None
+            columns[source_column] = UNKNOWN
+        else:
+            value = settings.value(name)
+            columns[column] = ",".join(sorted(value)) if name == "cleanup.policy" else value
+            columns[source_column] = settings.source(name)
+    return columns
+
+
+def report_partition(
+    task: PartitionTask, configs: Configs, opts: JobOptions, *, count_duplicates: bool = True
+) -> dict:
+    """The report row of one partition (``count_duplicates=False`` skips reading keys)."""
+    opts = dataclasses.replace(opts, dry_run=True)  # the report never changes anything
+    cs = configs_for(configs, task.log_dir)
+
+    def body(row: dict) -> None:
+        settings = topic_settings(task, cs)
+        cfg = settings.config
+        notes: list[str] = []
+        row.update(config_columns(settings))
+        stray = stray_reason(task, cs)
+        if stray is not None:
+            row.update(status="skipped", reason=stray)
+            return
+        # a dry run: leftovers and recovery described, not applied
+        log = prepare(task, cfg, opts, notes, cs, row)
+        row.update(
+            segments=len(log.segments),
+            total_bytes=log.size_in_bytes,
+            log_start_offset=log.log_start_offset,
+            log_end_offset=log.log_end_offset,
+            oldest_segment_age_ms=opts.now_ms - log.segments[0].largest_timestamp if log.segments else None,
+        )
+        compaction_bytes = 0
+        if settings.unknown("cleanup.policy"):
+            row["compact_reason"] = unknown_settings_reason(
+                task.topic, ["cleanup.policy"], "the compact job refuses it", cs
+            )
+        elif cfg.compact:
+            producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
+            plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
+            if plan.checkpoint_reset:
+                notes.append(
+                    f"cleaner checkpoint out of range: the cleaner would reset it to the log start offset "
+                    f"{plan.log_start_offset}"
+                )
+            row.update(
+                clean_bytes=plan.clean_bytes,
+                cleanable_bytes=plan.cleanable_bytes,
+                dirty_ratio=plan.dirty_ratio,
+                first_dirty_offset=plan.first_dirty_offset,
+                first_uncleanable_offset=plan.first_uncleanable_offset,
+                would_compact=plan.eligible,
+                compact_reason=plan.reason,
+            )
+            if count_duplicates:
+                estimate = estimate_compaction(log, plan, cs.broker, notes)
+                row["duplicate_share"] = estimate.share
+                compaction_bytes = estimate.bytes
+        else:  # the cleaner never looks at it: no dirty section, no ratio
+            row["compact_reason"] = (
+                f"cleanup.policy={row['cleanup_policy'] or '(empty)'} does not include compact"
+            )
+        unknown = retention_settings_unknown(settings)
+        if unknown:
+            row["retention_reason"] = unknown_settings_reason(
+                task.topic, unknown, "the retain job refuses it", cs
+            )
+        else:
+            row.update(retention_figures(log, cfg, cs, opts))
+        row["reclaimable_bytes"] = min(log.size_in_bytes, compaction_bytes + row["retention_bytes"])
+        row["reason"] = "; ".join(notes)
+
+    return _run_guarded(task, REPORT_ROW, body)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CompactionEstimate:
+    """What one cleaning round would remove, counted by the cleaner's pass 1 over the dirty section: the
+    report's ``duplicate_share`` and the compaction part of ``reclaimable_bytes``, and the figures of a
+    ``compact --dry-run`` row."""
+
+    records: (
+        int | None
+    )  # records of the segments the round rewrites (log start .. first uncleanable), if counted
+    keys: int  # keyed records of the dirty section put in the map
+    duplicates: int  # of those, superseded by a later record with the same key
+    cleanable_bytes: int
+
+    @property
+    def share(self) -> float | None:
+        """Superseded keyed records / keyed records of the dirty section (None without keyed records)."""
+        return self.duplicates / self.keys if self.keys else None
+
+    @property
+    def bytes(self) -> int:
+        """Bytes that would go: ``cleanable_bytes × share`` (records assumed to be of equal size)."""
+        return int(self.cleanable_bytes * (self.share or 0.0))
+
+    def describe(self) -> str:
+        return (
+            f"estimate: {self.duplicates} of {self.records} records and {self.bytes} bytes would go "
+            "(keys superseded within the dirty section)"
+        )
+
+
+def estimate_compaction(
+    log: PartitionLog, plan: cleaner.CleanPlan, broker: BrokerConfig, notes: list[str], *, count_records=False
+) -> CompactionEstimate:
+    """Pass 1 of the cleaner over the dirty section, with a map sized to hold all its keys up to the
+    broker's ``log.cleaner.dedupe.buffer.size`` (a note says when one round would stop earlier);
+    ``count_records`` also counts the records of the segments the round would rewrite (batch headers)."""
+    start, end = plan.first_dirty_offset, plan.first_uncleanable_offset
+    records = None
+    if count_records:
+        first = log.segments[0].base_offset if log.segments else end
+        records = records_in(log, first, end) if first < end else 0
+    if start >= end:
+        return CompactionEstimate(records, 0, 0, plan.cleanable_bytes)
+    # The broker's capacity (where its round would stop), slots allocated only for what the section holds.
+    offset_map = OffsetMap(
+        cleaner._map_memory(broker),
+        broker.log_cleaner_io_buffer_load_factor,
+        cleaner.keyed_bound(log, start, end),
+    )
+    result = cleaner.build_offset_map(log, start, end, offset_map)
+    if result.full:
+        notes.append(
+            f"the cleaner's offset map ({offset_map.capacity} keys, log.cleaner.dedupe.buffer.size) would fill: "
+            f"one round cleans up to offset {result.end_offset}, the duplicate share covers that part"
+        )
+    return CompactionEstimate(records, result.keys_put, result.duplicates, plan.cleanable_bytes)
+
+
+def records_in(log: PartitionLog, start: int, end: int) -> int:
+    """The records of the batches in [start, end), from batch headers only: a v2 batch's record count, a
+    legacy entry's offset step (offsets strictly increase, so it holds at most that many)."""
+    count = 0
+    for segment in log.segments_in(start, end):
+        previous_last = segment.base_offset - 1
+        for batch in segment.header_scan(segment.offset_index.lookup(start).position):
+            if isinstance(batch.header, BatchHeader):
+                if batch.header.base_offset >= end:
+                    break
+                count += batch.header.records_count
+            else:
+                count += max(batch.last_offset - previous_last, 1)
+            previous_last = batch.last_offset
+            if batch.last_offset >= end:
+                break
+    return count
+
+
+# ------------------------------------------------------------------------------------------ retention
+def retention_figures(log: PartitionLog, cfg: LogConfig, configs: ConfigSet, opts: JobOptions) -> dict:
+    """The retention columns: what the retain job would delete now, and why (the guard reported, not raised)."""
+    tp = (log.tp.topic, log.tp.partition)
+    override = next((o for t, p, o in opts.log_start_offsets if (t, p) == tp), None)
+    if cfg.compact and not configs.broker.log_cleaner_enable and override is None:
+        return dict(
+            retention_reason="compacted topic and log.cleaner.enable=false: the broker applies no retention",
+            retention_log_start_offset=log.log_start_offset,
+        )
+    plan = retention.plan_retention(log, cfg, opts.now_ms, log_start_offset_override=override, force=True)
+    rules: dict[str, int] = {}
+    for d in plan.deletions:
+        rules[d.reason] = rules.get(d.reason, 0) + 1
+    if plan.deletions:
+        parts = [", ".join(f"{n} segments by {rule}" for rule, n in rules.items())]
+        parts.append(f"log start offset {plan.log_start_offset} -> {plan.new_log_start_offset}")
+        if plan.roll:
+            parts.append("an empty segment would be rolled at the log end offset first")
+    elif cfg.delete:
+        parts = ["nothing to delete"]
+    else:
+        policy = ",".join(sorted(cfg.cleanup_policy)) or "(empty)"
+        parts = [f"nothing to delete (cleanup.policy={policy}: only the log start offset rule applies)"]
+    if plan.guard_violations:
+        parts.append(f"the retain job refuses this without --force: {'; '.join(plan.guard_violations)}")
+    parts += plan.warnings
+    return dict(
+        retention_segments=len(plan.deletions),
+        retention_bytes=plan.bytes_deleted,
+        retention_reason="; ".join(parts),
+        retention_log_start_offset=plan.new_log_start_offset,
+    )
