@@ -203,7 +203,7 @@ def _snappy_decompress(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def _lz4_header_checksum(descriptor: bytes) -> int:
+def lz4_header_checksum(descriptor: bytes) -> int:
     return (xxh32(descriptor) >> 8) & 0xFF
 
 
@@ -226,7 +226,7 @@ def _lz4_compress(data: bytes, magic: int) -> bytes:
 def _lz4_frame_header(magic: int) -> bytes:
     descriptor = bytes([_LZ4_FLG, _LZ4_BD])
     # Kafka's magic-0 quirk: the header checksum was computed over the magic number as well.
-    hc = _lz4_header_checksum(_LZ4_MAGIC + descriptor if magic == 0 else descriptor)
+    hc = lz4_header_checksum(_LZ4_MAGIC + descriptor if magic == 0 else descriptor)
     return _LZ4_MAGIC + descriptor + bytes([hc])
 
 
@@ -248,7 +248,7 @@ def _lz4_decompress(data: bytes, magic: int) -> bytes:
     if len(data) < pos + 1:
         raise CompressionError("truncated LZ4 frame header")
     if magic != 0:
-        hc = _lz4_header_checksum(data[4:pos])
+        hc = lz4_header_checksum(data[4:pos])
         if data[pos] != hc:
             raise CompressionError(f"LZ4 frame header checksum 0x{data[pos]:02x}, expected 0x{hc:02x}")
     pos += 1

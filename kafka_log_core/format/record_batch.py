@@ -416,7 +416,7 @@ def build_batch(
         if last_offset_delta is None or max_timestamp is None:
             raise ValueError("an empty batch needs last_offset_delta and max_timestamp")
         attributes = _attributes(compression.NONE, timestamp_type, is_transactional, is_control, False)
-        return _assemble(
+        return assemble_batch(
             base_offset, partition_leader_epoch, attributes, last_offset_delta, NO_TIMESTAMP,
             max_timestamp, producer_id, producer_epoch, base_sequence, 0, b"",
         )  # fmt: skip
@@ -437,7 +437,7 @@ def build_batch(
     attributes = _attributes(codec, timestamp_type, is_transactional, is_control, has_horizon)
     if codec != compression.NONE:
         body = compression.compress(codec, body, MAGIC)
-    return _assemble(
+    return assemble_batch(
         base_offset, partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
         max_timestamp, producer_id, producer_epoch, base_sequence, len(records), body,
     )  # fmt: skip
@@ -453,7 +453,7 @@ def _attributes(codec: int, ts_type: int, transactional: bool, control: bool, ho
     )
 
 
-def _assemble(
+def assemble_batch(
     base_offset: int,
     leader_epoch: int,
     attributes: int,

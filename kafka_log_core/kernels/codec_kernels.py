@@ -48,7 +48,7 @@ def _header_checksums() -> np.ndarray:
         if flg & _FLG_VERSION_MASK != _FLG_VERSION_01 or flg & (_FLG_RESERVED | _FLG_CONTENT_SIZE):
             continue
         for code in range(4, 8):
-            table[flg, code] = compression._lz4_header_checksum(bytes([flg, code << 4]))
+            table[flg, code] = compression.lz4_header_checksum(bytes([flg, code << 4]))
     return table
 
 

@@ -122,13 +122,13 @@ def _writer(width: int):
     return write
 
 
-_i16 = _reader(16, signed=True)
-_i32 = _reader(32, signed=True)
-_u32 = _reader(32, signed=False)
-_i64 = _reader(64, signed=True)
-_put_i16 = _writer(16)
-_put_i32 = _writer(32)
-_put_i64 = _writer(64)
+read_i16 = _reader(16, signed=True)
+read_i32 = _reader(32, signed=True)
+read_u32 = _reader(32, signed=False)
+read_i64 = _reader(64, signed=True)
+write_i16 = _writer(16)
+write_i32 = _writer(32)
+write_i64 = _writer(64)
 
 
 @intrinsic
@@ -285,7 +285,7 @@ crc32c = crc32c_sse42 if HARDWARE_CRC32C else crc32c_table
 
 # ---------------------------------------------------------------------------------------------- records
 @njit(cache=True, inline="always")
-def _varint(b, p, end, max_bytes):
+def read_varint(b, p, end, max_bytes):
     """Returns (value, next_pos, ok)."""
     u = np.uint64(0)
     shift = np.uint64(0)
@@ -313,7 +313,7 @@ def walk_record(area, p, end):
     attributes byte, lengths are -1 for null."""
     rec_start = p
     z = np.int64(0)
-    length, p, ok = _varint(area, p, end, 5)
+    length, p, ok = read_varint(area, p, end, 5)
     if not ok:
         return ERR_VARINT, rec_start, z, z, z, z, z, z, z
     if length < 0 or p + length > end:
@@ -323,13 +323,13 @@ def walk_record(area, p, end):
     if p + 1 > rec_end:
         return ERR_FIELD_OVERRUN, rec_start, z, z, z, z, z, z, z
     p += 1  # attributes
-    tsd, p, ok = _varint(area, p, rec_end, 10)
+    tsd, p, ok = read_varint(area, p, rec_end, 10)
     if not ok:
         return ERR_VARINT, p, z, z, z, z, z, z, z
-    od, p, ok = _varint(area, p, rec_end, 5)
+    od, p, ok = read_varint(area, p, rec_end, 5)
     if not ok:
         return ERR_VARINT, p, z, z, z, z, z, z, z
-    klen, p, ok = _varint(area, p, rec_end, 5)
+    klen, p, ok = read_varint(area, p, rec_end, 5)
     if not ok:
         return ERR_VARINT, p, z, z, z, z, z, z, z
     kpos = p
@@ -339,7 +339,7 @@ def walk_record(area, p, end):
         p += klen
     else:
         klen = -1
-    vlen, p, ok = _varint(area, p, rec_end, 5)
+    vlen, p, ok = read_varint(area, p, rec_end, 5)
     if not ok:
         return ERR_VARINT, p, z, z, z, z, z, z, z
     if vlen >= 0:
@@ -348,13 +348,13 @@ def walk_record(area, p, end):
         p += vlen
     else:
         vlen = -1
-    hc, p, ok = _varint(area, p, rec_end, 5)
+    hc, p, ok = read_varint(area, p, rec_end, 5)
     if not ok:
         return ERR_VARINT, p, z, z, z, z, z, z, z
     if hc < 0 or hc > rec_end - p:
         return ERR_HEADER_COUNT, p, z, z, z, z, z, z, z
     for _ in range(hc):
-        hk, p, ok = _varint(area, p, rec_end, 5)
+        hk, p, ok = read_varint(area, p, rec_end, 5)
         if not ok:
             return ERR_VARINT, p, z, z, z, z, z, z, z
         if hk < 0:
@@ -362,7 +362,7 @@ def walk_record(area, p, end):
         if p + hk > rec_end:
             return ERR_FIELD_OVERRUN, p, z, z, z, z, z, z, z
         p += hk
-        hv, p, ok = _varint(area, p, rec_end, 5)
+        hv, p, ok = read_varint(area, p, rec_end, 5)
         if not ok:
             return ERR_VARINT, p, z, z, z, z, z, z, z
         if hv > 0:
@@ -701,7 +701,7 @@ SLOT_WORDS = 3  # 24 bytes per slot
 
 
 @njit(cache=True, inline="always")
-def _slot(hi, slots):
+def map_slot(hi, slots):
     """Home slot of a digest: the top 32 bits of its first word scaled to [0, slots) (multiply-shift:
     no division; MD5 words are uniform, and ``slots`` < 2^32)."""
     return np.int64(((hi >> np.uint64(32)) * np.uint64(slots)) >> np.uint64(32))
@@ -711,7 +711,7 @@ def _slot(hi, slots):
 def map_find(table, hi, lo):
     """Latest offset stored for the digest (hi, lo), or -1."""
     slots = table.shape[0]
-    s = _slot(hi, slots)
+    s = map_slot(hi, slots)
     for _ in range(slots):
         stored = table[s, SLOT_OFFSET]
         if stored == 0:
@@ -729,7 +729,7 @@ def map_put(table, hi, lo, offset):
     """Store ``offset`` for the digest; returns 1 when the key is new, 0 when it overwrote. The caller
     keeps the map below its capacity, so an empty slot always exists."""
     slots = table.shape[0]
-    s = _slot(hi, slots)
+    s = map_slot(hi, slots)
     while True:
         stored = table[s, SLOT_OFFSET]
         if stored == 0:

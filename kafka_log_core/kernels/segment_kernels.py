@@ -78,22 +78,22 @@ from kafka_log_core.kernels.primitives import (
     WANT_HASH,
     WANT_NONE,
     WANT_STORED,
-    _i16,
-    _i32,
-    _i64,
-    _put_i16,
-    _put_i32,
-    _put_i64,
-    _slot,
-    _u32,
-    _varint,
     copy_bytes,
     crc32c,
     hash_rows,
     map_find,
     map_put,
+    map_slot,
     prefetch_row,
+    read_i16,
+    read_i32,
+    read_i64,
+    read_u32,
+    read_varint,
     walk_record,
+    write_i16,
+    write_i32,
+    write_i64,
 )
 
 # ---------------------------------------------------------------------------------------------- layout
@@ -319,17 +319,17 @@ def new_state(dtype: np.dtype, **fields) -> np.ndarray:
 @njit(cache=True, inline="always")
 def _head(buf, pos):
     """The v2 header fields the passes decide on (framing checked by the caller)."""
-    base = _i64(buf, pos + BASE_OFFSET_AT)
+    base = read_i64(buf, pos + BASE_OFFSET_AT)
     return BatchHead(
         base,
-        LOG_OVERHEAD + _i32(buf, pos + BATCH_LENGTH_AT),
-        _i16(buf, pos + ATTRIBUTES_AT),
-        base + _i32(buf, pos + LAST_OFFSET_DELTA_AT),
-        _i64(buf, pos + BASE_TIMESTAMP_AT),
-        _i64(buf, pos + MAX_TIMESTAMP_AT),
-        _i64(buf, pos + PRODUCER_ID_AT),
-        _i16(buf, pos + PRODUCER_EPOCH_AT),
-        _i32(buf, pos + RECORDS_COUNT_AT),
+        LOG_OVERHEAD + read_i32(buf, pos + BATCH_LENGTH_AT),
+        read_i16(buf, pos + ATTRIBUTES_AT),
+        base + read_i32(buf, pos + LAST_OFFSET_DELTA_AT),
+        read_i64(buf, pos + BASE_TIMESTAMP_AT),
+        read_i64(buf, pos + MAX_TIMESTAMP_AT),
+        read_i64(buf, pos + PRODUCER_ID_AT),
+        read_i16(buf, pos + PRODUCER_EPOCH_AT),
+        read_i32(buf, pos + RECORDS_COUNT_AT),
     )
 
 
@@ -339,12 +339,12 @@ def _framing(buf, pos, end):
     (status, size, magic): status DONE (nothing left), CONTINUE (a batch at ``pos``), ERR_BATCH."""
     if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
         return (DONE if pos >= end else ERR_BATCH), np.int64(0), np.int64(0)
-    size = _i32(buf, pos + BATCH_LENGTH_AT)
+    size = read_i32(buf, pos + BATCH_LENGTH_AT)
     if size < MIN_ENTRY_SIZE or pos + LOG_OVERHEAD + size > end:
         return ERR_BATCH, np.int64(0), np.int64(0)
     magic = np.int64(buf[pos + MAGIC_AT])
     total = LOG_OVERHEAD + size
-    if magic == 2 and (total < HEADER_SIZE or _i32(buf, pos + RECORDS_COUNT_AT) < 0):
+    if magic == 2 and (total < HEADER_SIZE or read_i32(buf, pos + RECORDS_COUNT_AT) < 0):
         return ERR_BATCH, total, magic
     if magic > 2:
         return ERR_BATCH, total, magic
@@ -416,15 +416,17 @@ def _walk_chunk(
         if magic != 2:
             outcome = STOP_LEGACY
             break
-        count = _i32(buf, pos + RECORDS_COUNT_AT)
+        count = read_i32(buf, pos + RECORDS_COUNT_AT)
         if nb == n_batches or nr + count > n_records:
             outcome = _CHUNK_GROW if nb == 0 else _CHUNK_FULL
             break
-        if check_crc and crc32c(buf, pos + ATTRIBUTES_AT, total - ATTRIBUTES_AT) != _u32(buf, pos + CRC_AT):
+        if check_crc and crc32c(buf, pos + ATTRIBUTES_AT, total - ATTRIBUTES_AT) != read_u32(
+            buf, pos + CRC_AT
+        ):
             outcome = ERR_CRC
             break
         attributes = np.int64(buf[pos + ATTRIBUTES_AT + 1])
-        base = _i64(buf, pos + BASE_OFFSET_AT)
+        base = read_i64(buf, pos + BASE_OFFSET_AT)
         control = (attributes & CONTROL_MASK) != 0
         codec = attributes & CODEC_MASK
         if codec and area_next < bounds.shape[0]:  # decompressed by Python
@@ -513,9 +515,9 @@ def _control_type(area, rec, r):
     if klen < 4:
         return UNREADABLE_CONTROL
     kpos = rec[r, R_KEY_POS]
-    if _i16(area, kpos) < 0:
+    if read_i16(area, kpos) < 0:
         return UNREADABLE_CONTROL
-    ctype = _i16(area, kpos + 2)
+    ctype = read_i16(area, kpos + 2)
     if (ctype == CONTROL_ABORT or ctype == CONTROL_COMMIT) and rec[r, R_VALUE_LEN] < 6:
         return UNREADABLE_CONTROL
     return ctype
@@ -625,20 +627,20 @@ def _grow_rows(rows):
 @njit(cache=True, inline="always")
 def _marker(buf, pos, total):
     """(control type, coordinator epoch) of a control batch with records, read from its first record."""
-    count = _i32(buf, pos + RECORDS_COUNT_AT)
+    count = read_i32(buf, pos + RECORDS_COUNT_AT)
     if count != 1 or buf[pos + ATTRIBUTES_AT + 1] & CODEC_MASK:
         return UNREADABLE_CONTROL, -1
     end = pos + total
     err, err_pos, rec_end, body, tsd, od, kpos, klen, vlen = walk_record(buf, pos + HEADER_SIZE, end)
-    if err != OK or rec_end != end or klen < 4 or _i16(buf, kpos) < 0:
+    if err != OK or rec_end != end or klen < 4 or read_i16(buf, kpos) < 0:
         return UNREADABLE_CONTROL, -1
-    ctype = _i16(buf, kpos + 2)
+    ctype = read_i16(buf, kpos + 2)
     if ctype != CONTROL_ABORT and ctype != CONTROL_COMMIT:
         return ctype, -1
     if vlen < 6:
         return UNREADABLE_CONTROL, -1
-    length, vpos, ok = _varint(buf, kpos + klen, end, 5)  # the value follows the key and its length
-    return ctype, _i32(buf, vpos + 2)  # value: version int16, coordinator_epoch int32
+    length, vpos, ok = read_varint(buf, kpos + klen, end, 5)  # the value follows the key and its length
+    return ctype, read_i32(buf, vpos + 2)  # value: version int16, coordinator_epoch int32
 
 
 @njit(cache=True, inline="always")
@@ -652,7 +654,7 @@ def _legacy_ok(buf, pos, total, magic):
     for _ in range(2):  # key, then value
         if p + 4 > end:
             return False
-        n = _i32(buf, p)
+        n = read_i32(buf, p)
         p += 4
         if n >= 0:
             if p + n > end:
@@ -670,7 +672,7 @@ def scan_headers(buf, pos, end):
     n = 0
     status = DONE
     while end - pos > HEADER_SIZE_UP_TO_MAGIC:
-        size = _i32(buf, pos + BATCH_LENGTH_AT)
+        size = read_i32(buf, pos + BATCH_LENGTH_AT)
         if size < MIN_ENTRY_SIZE:
             status = ERR_BATCH
             break
@@ -685,7 +687,7 @@ def scan_headers(buf, pos, end):
         rows[n, H_MAGIC] = magic
         rows[n, H_COORDINATOR_EPOCH] = -1
         if magic == 2:
-            count = _i32(buf, pos + RECORDS_COUNT_AT)
+            count = read_i32(buf, pos + RECORDS_COUNT_AT)
             if total < HEADER_SIZE or count < 0:
                 status = ERR_BATCH
                 break
@@ -696,8 +698,8 @@ def scan_headers(buf, pos, end):
             rows[n, H_MAX_TIMESTAMP] = h.max_timestamp
             rows[n, H_PRODUCER_ID] = h.producer_id
             rows[n, H_PRODUCER_EPOCH] = h.producer_epoch
-            rows[n, H_BASE_SEQUENCE] = _i32(buf, pos + BASE_SEQUENCE_AT)
-            rows[n, H_LAST_OFFSET_DELTA] = _i32(buf, pos + LAST_OFFSET_DELTA_AT)
+            rows[n, H_BASE_SEQUENCE] = read_i32(buf, pos + BASE_SEQUENCE_AT)
+            rows[n, H_LAST_OFFSET_DELTA] = read_i32(buf, pos + LAST_OFFSET_DELTA_AT)
             rows[n, H_RECORDS_COUNT] = count
             rows[n, H_CONTROL_TYPE] = NOT_CONTROL
             if h.attributes & CONTROL_MASK:
@@ -711,12 +713,14 @@ def scan_headers(buf, pos, end):
             if not _legacy_ok(buf, pos, total, magic):
                 status = ERR_BATCH
                 break
-            offset = _i64(buf, pos)
+            offset = read_i64(buf, pos)
             attributes = np.int64(buf[pos + LEGACY_ATTRIBUTES_AT])
             rows[n, H_ATTRIBUTES] = attributes
             rows[n, H_BASE_OFFSET] = -1 if attributes & CODEC_MASK else offset
             rows[n, H_LAST_OFFSET] = offset
-            rows[n, H_MAX_TIMESTAMP] = _i64(buf, pos + LEGACY_TIMESTAMP_AT) if magic == 1 else NO_TIMESTAMP
+            rows[n, H_MAX_TIMESTAMP] = (
+                read_i64(buf, pos + LEGACY_TIMESTAMP_AT) if magic == 1 else NO_TIMESTAMP
+            )
             rows[n, H_PRODUCER_ID] = -1
             rows[n, H_PRODUCER_EPOCH] = -1
             rows[n, H_BASE_SEQUENCE] = -1
@@ -746,7 +750,7 @@ def verify_batches(buf, pos, end):
             return status, pos
         if magic != 2:
             return STOP_LEGACY, pos
-        if crc32c(buf, pos + ATTRIBUTES_AT, total - ATTRIBUTES_AT) != _u32(buf, pos + CRC_AT):
+        if crc32c(buf, pos + ATTRIBUTES_AT, total - ATTRIBUTES_AT) != read_u32(buf, pos + CRC_AT):
             return ERR_CRC, pos
         pos += total
 
@@ -758,7 +762,7 @@ def _prefetch_slots(slots, rec, dig, nr):
     n_slots = slots.shape[0]
     for r in range(nr):
         if rec[r, R_WANT]:
-            prefetch_row(slots, _slot(dig[r, DIGEST_HI], n_slots))
+            prefetch_row(slots, map_slot(dig[r, DIGEST_HI], n_slots))
 
 
 @njit(cache=True)
@@ -777,7 +781,9 @@ def walk_segment(buf, pos, end, karea_w, karea_r):
             buf, pos, end, rec, dig, bat, True, -1, MAX_LONG, buf[:0], bounds, 0, store, sst, karea_w, karea_r
         )
         if outcome == _CHUNK_GROW:
-            rec, dig, bat = new_chunk(max(2 * rec.shape[0], _i32(buf, pos + RECORDS_COUNT_AT)), CHUNK_BATCHES)
+            rec, dig, bat = new_chunk(
+                max(2 * rec.shape[0], read_i32(buf, pos + RECORDS_COUNT_AT)), CHUNK_BATCHES
+            )
             continue
         batches += nb
         records += nr
@@ -845,7 +851,7 @@ def build_map(
                 st[0].area_next, store, sst, karea_w, karea_r,
             )  # fmt: skip
             if outcome == _CHUNK_GROW:
-                c.records_needed = max(2 * rec.shape[0], _i32(buf, st[0].position + RECORDS_COUNT_AT))
+                c.records_needed = max(2 * rec.shape[0], read_i32(buf, st[0].position + RECORDS_COUNT_AT))
                 return STOP_CHUNK_ROOM
             _new_chunk_state(c, nb, stop, outcome, next_area, err, err_pos)
             _prefetch_slots(slots, rec, dig, nr)
@@ -949,16 +955,16 @@ def _write_header(out, w, src, src_pos, length, attributes, base_ts, max_ts, cou
     """A v2 header at ``out[w]`` taking base offset, leader epoch, last offset delta and producer fields
     from the original header at ``src[src_pos]``; the CRC is written by ``_seal``."""
     copy_bytes(out, w, src, src_pos, HEADER_SIZE)  # then the fields that change
-    _put_i32(out, w + BATCH_LENGTH_AT, length - LOG_OVERHEAD)
-    _put_i16(out, w + ATTRIBUTES_AT, attributes)
-    _put_i64(out, w + BASE_TIMESTAMP_AT, base_ts)
-    _put_i64(out, w + MAX_TIMESTAMP_AT, max_ts)
-    _put_i32(out, w + RECORDS_COUNT_AT, count)
+    write_i32(out, w + BATCH_LENGTH_AT, length - LOG_OVERHEAD)
+    write_i16(out, w + ATTRIBUTES_AT, attributes)
+    write_i64(out, w + BASE_TIMESTAMP_AT, base_ts)
+    write_i64(out, w + MAX_TIMESTAMP_AT, max_ts)
+    write_i32(out, w + RECORDS_COUNT_AT, count)
 
 
 @njit(cache=True, inline="always")
 def _seal(out, w, length):
-    _put_i32(out, w + CRC_AT, crc32c(out, w + ATTRIBUTES_AT, length - ATTRIBUTES_AT))
+    write_i32(out, w + CRC_AT, crc32c(out, w + ATTRIBUTES_AT, length - ATTRIBUTES_AT))
 
 
 @njit(cache=True, inline="always")
@@ -1154,7 +1160,7 @@ def clean(
                 st[0].area_next, store, sst, karea_w, karea_r,
             )  # fmt: skip
             if outcome == _CHUNK_GROW:
-                c.records_needed = max(2 * rec.shape[0], _i32(buf, st[0].position + RECORDS_COUNT_AT))
+                c.records_needed = max(2 * rec.shape[0], read_i32(buf, st[0].position + RECORDS_COUNT_AT))
                 return STOP_CHUNK_ROOM
             _new_chunk_state(c, nb, stop, outcome, next_area, err, err_pos)
             _prefetch_slots(slots, rec, dig, nr)

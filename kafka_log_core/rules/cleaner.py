@@ -330,7 +330,7 @@ def clean_log(
     first_dirty, upper = plan.first_dirty_offset, plan.first_uncleanable_offset
     if offset_map is None:
         offset_map = OffsetMap(
-            _map_memory(broker),
+            map_memory(broker),
             broker.log_cleaner_io_buffer_load_factor,
             keyed_bound(log, first_dirty, upper),
         )
@@ -381,5 +381,5 @@ def clean_log(
     )  # fmt: skip
 
 
-def _map_memory(broker: BrokerConfig) -> int:
+def map_memory(broker: BrokerConfig) -> int:
     return min(broker.log_cleaner_dedupe_buffer_size // max(broker.log_cleaner_threads, 1), MAX_INT)

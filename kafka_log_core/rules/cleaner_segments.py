@@ -171,7 +171,7 @@ def _frame_hole(row: np.void, source: np.ndarray, scratch: np.ndarray) -> bytes:
     start = int(row["hole_start"])
     records = scratch[start : start + int(row["hole_length"])]
     body = compression.compress(header.compression, records.data, record_batch.MAGIC)
-    return record_batch._assemble(
+    return record_batch.assemble_batch(
         header.base_offset, header.partition_leader_epoch, int(row["attributes"]), header.last_offset_delta,
         int(row["base_timestamp"]), int(row["max_timestamp"]), header.producer_id, header.producer_epoch,
         header.base_sequence, int(row["count"]), body,

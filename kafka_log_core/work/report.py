@@ -35,10 +35,10 @@ from kafka_log_core.work.tasks import (
     Configs,
     JobOptions,
     PartitionTask,
-    _run_guarded,
     configs_for,
     prepare,
     retention_settings_unknown,
+    run_guarded,
     stray_reason,
     topic_settings,
     unknown_settings_reason,
@@ -144,7 +144,7 @@ def report_partition(
         row["reclaimable_bytes"] = min(log.size_in_bytes, compaction_bytes + row["retention_bytes"])
         row["reason"] = "; ".join(notes)
 
-    return _run_guarded(task, REPORT_ROW, body)
+    return run_guarded(task, REPORT_ROW, body)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -192,7 +192,7 @@ def estimate_compaction(
         return CompactionEstimate(records, 0, 0, plan.cleanable_bytes)
     # The broker's capacity (where its round would stop), slots allocated only for what the section holds.
     offset_map = OffsetMap(
-        cleaner._map_memory(broker),
+        cleaner.map_memory(broker),
         broker.log_cleaner_io_buffer_load_factor,
         cleaner.keyed_bound(log, start, end),
     )

@@ -101,7 +101,7 @@ def unknown_settings_reason(topic: str, names: list[str], consequence: str, conf
     )
 
 
-def _run_guarded(task: PartitionTask, base_row: dict, body: Callable[[dict], None]) -> dict:
+def run_guarded(task: PartitionTask, base_row: dict, body: Callable[[dict], None]) -> dict:
     """Run ``body`` to fill ``row``; turn any error into a failed row with a one-line reason."""
     started = time.monotonic()
     row = dict(base_row, log_dir=task.log_dir, topic=task.topic, partition=task.partition)
@@ -389,7 +389,7 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
                 map_utilization=result.map_utilization,
             )
 
-    return _run_guarded(task, COMPACT_ROW, body)
+    return run_guarded(task, COMPACT_ROW, body)
 
 
 RETAIN_ROW = dict(
@@ -461,4 +461,4 @@ def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) ->
             retention.update_log_dir_checkpoints(task.log_dir, task.tp, result)
             row.update(status="deleted", reason="; ".join([summary, *notes]))
 
-    return _run_guarded(task, RETAIN_ROW, body)
+    return run_guarded(task, RETAIN_ROW, body)
