@@ -248,7 +248,7 @@ def _warm_compaction(sets: list[str]) -> None:
 
 
 def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> dict:
-    from kafka_log_core.kernels.primitives.offset_map import OffsetMap
+    from kafka_log_core.kernels.offset_map import OffsetMap
 
     from jobs import common
     from kafka_log_core.log.partition_log import PartitionLog

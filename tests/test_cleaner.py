@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from kafka.record.memory_records import MemoryRecords
-from kafka_log_core.kernels.primitives.offset_map import OffsetMap
+from kafka_log_core.kernels.offset_map import OffsetMap
 from logbuild import TS, batch, make_log, marker, write_segment
 
 from kafka_log_core.errors import CorruptDataError

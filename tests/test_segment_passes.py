@@ -16,7 +16,7 @@ import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka_log_core.kernels.primitives.offset_map import OffsetMap
+from kafka_log_core.kernels.offset_map import OffsetMap
 from logbuild import TS, batch, marker
 from test_cleaner import (
     FORGET_PRODUCERS,

@@ -1,6 +1,6 @@
 """The hot loops' building blocks, compiled once with numba: big-endian field reads, CRC32C, the record
 walk (varints, key extraction), MD5 key digests and the cleaner's offset map. The passes that run
-them over whole segments live in :mod:`kafka_log_core.kernels.primitives.segment_kernels`; everything around them stays
+them over whole segments live in :mod:`kafka_log_core.kernels.segment_kernels`; everything around them stays
 plain Python.
 
 Inputs are ``numpy.uint8`` arrays over the bytes of a ``.log`` file or of a decompressed record area

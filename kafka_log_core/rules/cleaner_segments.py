@@ -1,4 +1,4 @@
-"""The Python side of the cleaner's compiled passes (:mod:`kafka_log_core.kernels.primitives.segment_kernels`).
+"""The Python side of the cleaner's compiled passes (:mod:`kafka_log_core.kernels.segment_kernels`).
 
 One kernel call covers a whole segment; this module does what the kernels hand back, and only that:
 
