@@ -248,9 +248,9 @@ def _warm_compaction(sets: list[str]) -> None:
 
 
 def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> dict:
-    from kafka_log_core.kernels.offset_map import OffsetMap
-
     from jobs import common
+    from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
+    from kafka_log_core.kernels.offset_map import OffsetMap
     from kafka_log_core.log.partition_log import PartitionLog
     from kafka_log_core.rules import cleaner
     from kafka_log_core.rules.producer_state import build_producer_table
@@ -264,7 +264,7 @@ def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> d
     opts = common.job_options(now_ms)
     listing = common.list_tasks([log_dir], None, writing=True)
     out: dict = {
-        "map_bytes": config.dedupe_map_slots(broker) * config.OFFSET_MAP_ENTRY_BYTES,
+        "map_bytes": config.dedupe_map_slots(broker) * OFFSET_MAP_ENTRY_BYTES,
         "map_slots": config.dedupe_map_slots(broker),
         "map_capacity": config.dedupe_map_usable_entries(broker),
     }

@@ -3,6 +3,7 @@ rule), independent of the job code under test. Records are given as plain tuples
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 from kafka_log_core.format import checkpoints, record_batch
@@ -98,3 +99,10 @@ def read_records(directory: Path):
             for r in b:
                 out.append((r.offset, r.key, r.value))
     return out
+
+
+def with_partition_leader_epoch(batch: bytes, epoch: int) -> bytes:
+    """Set the leader epoch in place; it lies outside the CRC, so the CRC stays valid."""
+    out = bytearray(batch)
+    struct.pack_into(">i", out, record_batch.PARTITION_LEADER_EPOCH_OFFSET, epoch)
+    return bytes(out)

@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from kafka.record.memory_records import MemoryRecords
-from kafka_log_core.kernels.offset_map import OffsetMap
 from logbuild import TS, batch, make_log, marker, write_segment
 
 from kafka_log_core.errors import CorruptDataError
@@ -32,6 +31,7 @@ from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.format.legacy_records import LegacyRecord
 from kafka_log_core.format.record_batch import Record
 from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import LogDirState, PartitionLog
 from kafka_log_core.rules import cleaner
 from kafka_log_core.settings.config import BrokerConfig, LogConfig

@@ -236,8 +236,9 @@ def _crashed_broker_dir(log_dir):
     """A log dir as a killed broker leaves it: no .kafka_cleanshutdown, a recovery point in segment 3, a
     bad batch in segment 8 (so segment 12 goes), zero-filled index tails, producer snapshots of the
     broker that the loader replaces, a stale leader epoch, a stale high watermark."""
+    from logbuild import with_partition_leader_epoch
+
     from kafka_log_core.format import checkpoints
-    from kafka_log_core.format.record_batch import with_partition_leader_epoch
 
     def epoch(b, e):
         return with_partition_leader_epoch(b, e)

@@ -28,8 +28,9 @@ from kafka_log_core.format.offset_index import OffsetPosition
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, encode_producer_snapshot
 from kafka_log_core.format.record_batch import Header, Record
 from kafka_log_core.format.time_index import TimestampOffset
+from kafka_log_core.javacompat import JavaHashMap, java_string_hash
 from kafka_log_core.log.index_builder import IndexBuilder
-from kafka_log_core.tools.dump import DumpedFile, JavaHashMap, LogReader, _utf8, java_string_hash
+from kafka_log_core.tools.dump import DumpedFile, LogReader, _utf8
 
 TS = 1_700_000_000_000  # 0x18BCFE56800, the spec's example timestamp
 BATCH = (

@@ -13,15 +13,15 @@ import struct
 from pathlib import Path
 
 import pytest
-from logbuild import TS, batch, make_log, marker
+from logbuild import TS, batch, make_log, marker, with_partition_leader_epoch
 
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.format.producer_snapshot import read_producer_snapshot
-from kafka_log_core.format.record_batch import with_partition_leader_epoch
+from kafka_log_core.javacompat import hashmap_capacity
 from kafka_log_core.log.log_dir import LogDirState
 from kafka_log_core.rules import recovery
-from kafka_log_core.rules.producer_recovery import hashmap_capacity, hashmap_order
+from kafka_log_core.rules.producer_recovery import hashmap_order
 from kafka_log_core.rules.producer_state import ProducerEntry
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, retain_partition

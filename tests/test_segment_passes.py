@@ -16,7 +16,6 @@ import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka_log_core.kernels.offset_map import OffsetMap
 from logbuild import TS, batch, marker
 from test_cleaner import (
     FORGET_PRODUCERS,
@@ -39,6 +38,7 @@ from kafka_log_core.errors import CorruptDataError
 from kafka_log_core.format import compression, log_file, record_batch
 from kafka_log_core.kernels import primitives as kernels
 from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.rules import cleaner, cleaner_segments, producer_state
 from kafka_log_core.settings.config import BrokerConfig
 

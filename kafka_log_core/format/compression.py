@@ -36,7 +36,6 @@ from kafka_log_core.errors import CompressionError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
-CODEC_IDS = {name: codec for codec, name in CODEC_NAMES.items()}
 
 # Kafka's default levels (CompressionType / KIP-390).
 GZIP_LEVEL = 6  # zlib's default, what Java's Deflater uses for level -1

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from kafka_log_core.constants import MAX_INT, MAX_LONG
 from kafka_log_core.errors import UsageError
 
 LOG_SUFFIX = ".log"
@@ -46,8 +47,6 @@ REMOTE_LOG_INDEX_CACHE_DIR = "remote-log-index-cache"
 METADATA_TOPIC = "__cluster_metadata"
 
 OFFSET_DIGITS = 20
-MAX_LONG = 2**63 - 1
-MAX_INT = 2**31 - 1
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -56,6 +55,7 @@ _SEGMENT_NAME = re.compile(
     r"(?P<suffix>\.log|\.index|\.timeindex|\.txnindex|\.snapshot)"
     r"(?P<marker>\.deleted|\.cleaned|\.swap)?"
 )
+
 _PARTITION = re.compile(r"[0-9]+")
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from kafka_log_core import fsutil
+from kafka_log_core.constants import MAX_LONG, MIN_LONG
 from kafka_log_core.errors import ConfigError, CorruptIndexError
 from kafka_log_core.format.filenames import base_offset_of
 
@@ -38,10 +39,9 @@ ENTRY_DTYPE = np.dtype(
         ("position", ">i4"),  # byte position of a batch start in the .log
     ]
 )
+
 MAX_RELATIVE_OFFSET = 2**31 - 1
 MAX_POSITION = 2**31 - 1
-MAX_LONG = 2**63 - 1
-MIN_LONG = -(2**63)
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
 

@@ -502,10 +502,3 @@ def build_control_batch(
         is_transactional=True,
         is_control=True,
     )
-
-
-def with_partition_leader_epoch(batch: bytes, epoch: int) -> bytes:
-    """Set the leader epoch in place; it lies outside the CRC, so the CRC stays valid."""
-    out = bytearray(batch)
-    struct.pack_into(">i", out, PARTITION_LEADER_EPOCH_OFFSET, epoch)
-    return bytes(out)

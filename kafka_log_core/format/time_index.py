@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from kafka_log_core import fsutil
+from kafka_log_core.constants import MAX_LONG, MIN_LONG
 from kafka_log_core.errors import ConfigError, CorruptIndexError
 from kafka_log_core.format.filenames import base_offset_of
 
@@ -36,10 +37,9 @@ ENTRY_DTYPE = np.dtype(
         ("relative_offset", ">i4"),  # shallow offset of that timestamp minus the segment base offset
     ]
 )
+
 NO_TIMESTAMP = -1
 MAX_RELATIVE_OFFSET = 2**31 - 1
-MAX_LONG = 2**63 - 1
-MIN_LONG = -(2**63)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,10 +31,6 @@ def _encode_unsigned(u: int) -> bytes:
     return bytes(out)
 
 
-def size_of_varint(value: int) -> int:
-    return len(encode_varint(value))
-
-
 def decode_varint(buf: bytes | memoryview, pos: int, end: int | None = None) -> tuple[int, int]:
     """Return ``(value, next_pos)``; raise CorruptRecordError (position = ``pos``) on overrun or > 5 bytes."""
     return _decode(buf, pos, len(buf) if end is None else end, 5, 32)

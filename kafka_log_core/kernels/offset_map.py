@@ -18,10 +18,10 @@ import math
 
 import numpy as np
 
+from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
 from kafka_log_core.errors import ConfigError
 from kafka_log_core.kernels import primitives as kernels
 
-BYTES_PER_ENTRY = 24
 # Load of the allocated slots when they are sized to the work (the configured map is filled up to the
 # broker's own load factor, 0.9 by default: at most that when the work fills the whole buffer).
 SIZED_LOAD = 0.75
@@ -30,7 +30,7 @@ MIN_SLOTS = 64
 
 class OffsetMap:
     def __init__(self, memory_bytes: int, load_factor: float, max_keys: int | None = None) -> None:
-        self.slots = memory_bytes // BYTES_PER_ENTRY
+        self.slots = memory_bytes // OFFSET_MAP_ENTRY_BYTES
         self.capacity = int(self.slots * load_factor)
         if self.slots * load_factor <= 1:
             raise ConfigError(

@@ -34,6 +34,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
+
 # Error codes returned by the record walk (0 = ok).
 OK = 0
 ERR_VARINT = 1
@@ -697,7 +699,7 @@ def murmur3_keys(area, key_pos, key_len):
 
 # ---------------------------------------------------------------------------------------------- offset map
 SLOT_HI, SLOT_LO, SLOT_OFFSET = 0, 1, 2
-SLOT_WORDS = 3  # 24 bytes per slot
+SLOT_WORDS = OFFSET_MAP_ENTRY_BYTES // 8  # 3 uint64 words: digest hi, digest lo, offset
 
 
 @njit(cache=True, inline="always")

@@ -55,6 +55,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.kernels.codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, lz4_frame
 from kafka_log_core.kernels.primitives import (
     DIGEST_HI,
@@ -265,7 +266,6 @@ OUT_BATCH = np.dtype(
 # Active producers for the "last batch of a producer" rule, sorted by producer id.
 PRODUCER = np.dtype([("producer_id", np.int64), ("last_data_offset", np.int64), ("producer_epoch", np.int64)])
 
-MAX_LONG = np.iinfo(np.int64).max
 
 BatchHead = namedtuple(
     "BatchHead",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.errors import CorruptDataError, CorruptIndexError
 from kafka_log_core.format import log_file
 from kafka_log_core.format.filenames import (
@@ -33,7 +34,6 @@ from kafka_log_core.format.txn_index import AbortedTxn, read_txn_index
 from kafka_log_core.kernels import primitives as kernels
 from kafka_log_core.kernels import segment_kernels
 
-MAX_LONG = 2**63 - 1
 _OFFSET_SIZE = struct.Struct(">qi")
 
 

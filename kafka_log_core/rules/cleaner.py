@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from kafka_log_core import fsutil
+from kafka_log_core.constants import MAX_INT, MAX_LONG
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
     DELETED_MARKER,
@@ -50,9 +51,6 @@ from kafka_log_core.rules.producer_state import ProducerTable, build_producer_ta
 from kafka_log_core.rules.txn_tracker import TransactionTracker
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
 from kafka_log_core.settings.kafka_version import keeps_last_batch_of_round
-
-MAX_INT = 2**31 - 1
-MAX_LONG = 2**63 - 1
 
 
 # ============================================================================================ planning

@@ -29,7 +29,6 @@ from kafka_log_core.format.filenames import (
     DELETED_MARKER,
     INDEX_SUFFIX,
     LOG_SUFFIX,
-    SNAPSHOT_SUFFIX,
     SWAP_MARKER,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
@@ -123,8 +122,3 @@ def apply_leftovers(plan: LeftoverPlan) -> None:
             os.replace(src, dst)
     if plan.rename:
         fsutil.fsync_dir(d)
-
-
-def is_snapshot(name: str) -> bool:
-    p = parse_segment_file(name)
-    return p is not None and p.suffix == SNAPSHOT_SUFFIX

@@ -44,6 +44,7 @@ from kafka_log_core.format.producer_snapshot import (
     encode_producer_snapshot,
     read_producer_snapshot,
 )
+from kafka_log_core.javacompat import hashmap_capacity, long_hashmap_order
 from kafka_log_core.rules.producer_state import ProducerEntry, apply_batch
 
 
@@ -290,22 +291,6 @@ def _segments_in(segments: Sequence[SegmentView], start: int, end: int) -> list[
     return [s for s in segments[first:] if s.base_offset < end]
 
 
-# ------------------------------------------------------------------------------------ Java HashMap order
-def _spread(producer_id: int) -> int:
-    value = producer_id & 0xFFFFFFFFFFFFFFFF
-    h = (value ^ (value >> 32)) & 0xFFFFFFFF  # Long.hashCode
-    return h ^ (h >> 16)  # HashMap.hash
-
-
-def hashmap_capacity(max_size: int) -> int:
-    """Table size of a HashMap that held ``max_size`` entries at most (16, doubled past 3/4 full)."""
-    capacity = 16
-    while max_size > capacity * 3 // 4:
-        capacity *= 2
-    return capacity
-
-
 def hashmap_order(producers: dict[int, ProducerEntry], max_size: int) -> list[int]:
     """Producer ids in the order a ``HashMap<Long, ...>`` filled in ``producers``' order iterates them."""
-    mask = hashmap_capacity(max(max_size, len(producers))) - 1
-    return sorted(producers, key=lambda pid: _spread(pid) & mask)  # stable: insertion order per bucket
+    return long_hashmap_order(producers, hashmap_capacity(max(max_size, len(producers))))

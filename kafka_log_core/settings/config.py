@@ -74,6 +74,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from kafka_log_core.constants import MAX_INT, MAX_LONG, OFFSET_MAP_ENTRY_BYTES
 from kafka_log_core.errors import ConfigError
 from kafka_log_core.settings import kafka_version as kv
 from kafka_log_core.settings.cluster_metadata import ClusterMetadata, ClusterView
@@ -81,9 +82,7 @@ from kafka_log_core.settings.kafka_version import KafkaVersion
 
 Kind = Literal["int", "long", "double", "string", "list", "boolean"]
 
-INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
-_BOUNDS = {"int": (-(2**31), INT_MAX), "long": (-(2**63), LONG_MAX)}
+_BOUNDS = {"int": (-(2**31), MAX_INT), "long": (-(2**63), MAX_LONG)}
 MINUTE_MS = 60 * 1000
 HOUR_MS = 60 * MINUTE_MS
 DAY_MS = 24 * HOUR_MS
@@ -174,7 +173,7 @@ TOPIC_KEYS = _keys(
     ConfigKey("retention.bytes", "long", -1),  # no validator: any negative value means unlimited
     ConfigKey("delete.retention.ms", "long", DAY_MS, Range(0)),
     ConfigKey("min.compaction.lag.ms", "long", 0, Range(0)),
-    ConfigKey("max.compaction.lag.ms", "long", LONG_MAX, Range(1)),
+    ConfigKey("max.compaction.lag.ms", "long", MAX_LONG, Range(1)),
     ConfigKey("min.cleanable.dirty.ratio", "double", 0.5, Range(0, 1)),
     ConfigKey("file.delete.delay.ms", "long", 60_000, Range(0)),
     ConfigKey("max.message.bytes", "int", 1 * MiB + 12, Range(0)),  # 1 MiB + the 12-byte log overhead
@@ -556,7 +555,7 @@ def _check_broker_values(values: Mapping[str, Any], source_of: Callable[[str], s
         )
     if values["log.cleaner.enable"]:
         factor = values["log.cleaner.io.buffer.load.factor"]
-        slots = min(dedupe // threads, INT_MAX) // OFFSET_MAP_ENTRY_BYTES
+        slots = min(dedupe // threads, MAX_INT) // OFFSET_MAP_ENTRY_BYTES
         # Kafka's cleaner refuses to start unless slots * factor > 1; above 1 its map overflows mid-clean,
         # so the tool refuses that too.
         if not (slots * factor > 1 and factor <= 1):
@@ -569,12 +568,10 @@ def _check_broker_values(values: Mapping[str, Any], source_of: Callable[[str], s
 
 # --- derived values (spec section 1, "Derived") --------------------------------------------------------------
 
-OFFSET_MAP_ENTRY_BYTES = 16 + 8  # a 16-byte key digest (MD5 in Kafka 4.0) and an 8-byte offset
-
 
 def dedupe_buffer_per_thread(broker: BrokerConfig) -> int:
     """Bytes of dedupe map per cleaner thread: the buffer split between threads, at most 2^31-1."""
-    return min(broker.log_cleaner_dedupe_buffer_size // broker.log_cleaner_threads, INT_MAX)
+    return min(broker.log_cleaner_dedupe_buffer_size // broker.log_cleaner_threads, MAX_INT)
 
 
 def dedupe_map_slots(broker: BrokerConfig) -> int:

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_log_core import fsutil
+from kafka_log_core.constants import MAX_INT
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError, RefusedError, UsageError
 from kafka_log_core.format import checkpoints, log_file, offset_index, record_batch, time_index, txn_index
 from kafka_log_core.format.filenames import (
@@ -83,6 +84,7 @@ from kafka_log_core.format.producer_snapshot import (
 from kafka_log_core.format.record_batch import BatchHeader, Record
 from kafka_log_core.format.time_index import NO_TIMESTAMP, TimestampOffset
 from kafka_log_core.format.txn_index import AbortedTxn
+from kafka_log_core.javacompat import hashmap_capacity, long_hashmap_order
 from kafka_log_core.log.index_builder import IndexBuilder
 from kafka_log_core.log.log_dir import random_uuid
 
@@ -91,7 +93,6 @@ DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
-INT_MAX = 2**31 - 1
 NO_OFFSET = -1
 
 
@@ -204,27 +205,6 @@ def _maybe_update_epoch(entry: _ProducerEntry, epoch: int) -> None:
         entry.epoch = epoch
 
 
-def _java_hashmap_order(keys: Sequence[int], capacity: int) -> list[int]:
-    """Iteration order of a java.util.HashMap<Long, _> holding ``keys`` (given in insertion order).
-
-    Bucket = spread(Long.hashCode(k)) & (capacity - 1); within a bucket, insertion order (resizes keep
-    it). Tree bins (9+ keys in one bucket of a table of 64+) are not modelled.
-    """
-
-    def bucket(key: int) -> int:
-        unsigned = key & 0xFFFFFFFFFFFFFFFF
-        h = (unsigned ^ (unsigned >> 32)) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(keys, key=bucket)
-
-
-def _hashmap_capacity(size: int, capacity: int = 16) -> int:
-    while size > capacity * 3 // 4:
-        capacity *= 2
-    return capacity
-
-
 class _ProducerStates:
     """ProducerStateManager of one partition: producer table, open transactions, snapshot offsets."""
 
@@ -290,10 +270,10 @@ class _ProducerStates:
 
     def commit(self, update: _ProducerUpdate) -> None:
         """ProducerStateManager.update for each producer, in the order the broker's HashMap yields them."""
-        order = _java_hashmap_order(list(update.entries), _hashmap_capacity(len(update.entries)))
+        order = long_hashmap_order(list(update.entries), hashmap_capacity(len(update.entries)))
         for pid in order:
             if pid not in self.entries:
-                self.capacity = _hashmap_capacity(len(self.entries) + 1, self.capacity)
+                self.capacity = hashmap_capacity(len(self.entries) + 1, self.capacity)
             self.entries[pid] = update.entries[pid]
         for first_offset, pid in update.started:
             self.ongoing[first_offset] = pid
@@ -328,7 +308,7 @@ class _ProducerStates:
         if self.map_end_offset <= self.last_snapshot_offset:
             return None
         path = segment_file(directory, self.map_end_offset, SNAPSHOT_SUFFIX)
-        order = _java_hashmap_order(list(self.entries), self.capacity)
+        order = long_hashmap_order(list(self.entries), self.capacity)
         write_producer_snapshot(path, [self.entries[pid].to_snapshot() for pid in order])
         self.last_snapshot_offset = self.map_end_offset
         return path
@@ -673,7 +653,7 @@ class PartitionWriter:
             if info.first_offset is not None:
                 roll_offset = info.first_offset
             else:  # legacy data: the first offset is unknown without decompressing
-                roll_offset = info.last_offset - INT_MAX
+                roll_offset = info.last_offset - MAX_INT
             self._roll_to(max(roll_offset, self._leo), now_ms, reason)
         return self._active
 
@@ -688,7 +668,7 @@ class PartitionWriter:
             return "offset index full"
         if segment.indexes.time_index_full:
             return "time index full"
-        if not 0 <= info.last_offset - segment.base_offset <= INT_MAX:
+        if not 0 <= info.last_offset - segment.base_offset <= MAX_INT:
             return "offset overflow"
         return None
 

@@ -47,8 +47,8 @@ import struct
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Generic, TypeVar
 
+from kafka_log_core.constants import MAX_INT
 from kafka_log_core.errors import (
     CorruptDataError,
     CorruptIndexError,
@@ -70,8 +70,8 @@ from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry
 from kafka_log_core.format.record_batch import BatchHeader, Record
 from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from kafka_log_core.javacompat import JavaHashMap
 
-MAX_INT = 2**31 - 1
 DEFAULT_MAX_BYTES = MAX_INT  # Kafka's default for --max-bytes: "read everything"
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size: bytes read at each offset-index position
 RECORD_INDENT = "|"
@@ -84,7 +84,6 @@ _SIZE_AND_MAGIC = struct.Struct(">qi4xb")  # offset, size, (leader epoch / crc),
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _LAST_OFFSET_DELTA_AT = 23  # in a v2 header
-V = TypeVar("V")
 _CONTROL_TYPE_ABORT_OR_COMMIT = (record_batch.CONTROL_ABORT, record_batch.CONTROL_COMMIT)
 
 
@@ -153,68 +152,6 @@ class DumpedFile:
     def sibling(self, suffix: str) -> Path:
         """The segment file with the same prefix and another suffix (``.log`` next to an ``.index``)."""
         return Path(self.absolute).parent / (self.prefix + suffix)
-
-
-class JavaHashMap(Generic[V]):
-    """Values by string key, iterated like a ``java.util.HashMap`` filled through ``computeIfAbsent``.
-
-    Kafka keeps its end-of-run findings in such maps keyed by absolute path, so their order is the
-    table's: bucket ``(h ^ h >>> 16) & (capacity - 1)`` of ``String.hashCode``, and within a bucket the
-    newest key first (``computeIfAbsent`` puts a new key at the head of its bucket). The table starts at
-    16 buckets and doubles when a call finds it holding more than 3/4 of its capacity, or when a bucket
-    that already held 7 keys of a table under 64 buckets gets another; doubling keeps each bucket's
-    order. (Bigger tables turn such a bucket into a tree: not modelled, it needs 8+ colliding paths.)
-    """
-
-    def __init__(self) -> None:
-        self._values: dict[str, V] = {}
-        self._buckets: list[list[str]] = []
-        self._threshold = 0
-
-    def compute_if_absent(self, key: str, make: Callable[[], V]) -> V:
-        if len(self._values) > self._threshold or not self._buckets:
-            self._resize()
-        if key in self._values:
-            return self._values[key]
-        bucket = self._buckets[_spread(key) & (len(self._buckets) - 1)]
-        bucket.insert(0, key)
-        self._values[key] = value = make()
-        if len(bucket) > 7 and len(self._buckets) < 64:
-            self._resize()
-        return value
-
-    def _resize(self) -> None:
-        capacity = 2 * len(self._buckets) if self._buckets else 16
-        self._threshold = 2 * self._threshold if self._buckets else 12
-        buckets: list[list[str]] = [[] for _ in range(capacity)]
-        for key in self.keys():
-            buckets[_spread(key) & (capacity - 1)].append(key)
-        self._buckets = buckets
-
-    def keys(self) -> Iterator[str]:
-        for bucket in self._buckets:
-            yield from bucket
-
-    def items(self) -> Iterator[tuple[str, V]]:
-        for key in self.keys():
-            yield key, self._values[key]
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-
-def java_string_hash(text: str) -> int:
-    """``String.hashCode`` as an unsigned 32-bit value (over UTF-16 code units)."""
-    units = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-def _spread(key: str) -> int:
-    h = java_string_hash(key)
-    return h ^ (h >> 16)
 
 
 @dataclass
