@@ -21,16 +21,15 @@ maybe-append writes only a timestamp above the last one written (an empty time i
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from kafka_log_core import fsutil
-from kafka_log_core.constants import MAX_LONG, MIN_LONG
-from kafka_log_core.errors import ConfigError, CorruptIndexError
-from kafka_log_core.format.filenames import base_offset_of
+from kafka_log_core.constants import MAX_INT
+from kafka_log_core.errors import CorruptIndexError
+from kafka_log_core.format.index_base import MAX_RELATIVE_OFFSET, FixedWidthIndex, slots, write_index_bytes
 
 ENTRY_SIZE = 8
 ENTRY_DTYPE = np.dtype(
@@ -40,8 +39,7 @@ ENTRY_DTYPE = np.dtype(
     ]
 )
 
-MAX_RELATIVE_OFFSET = 2**31 - 1
-MAX_POSITION = 2**31 - 1
+MAX_POSITION = MAX_INT
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
 
@@ -54,11 +52,7 @@ class OffsetPosition:
 
 def max_entries(segment_index_bytes: int) -> int:
     """Number of 8-byte slots an offset index gets from ``segment.index.bytes``."""
-    if segment_index_bytes < ENTRY_SIZE:
-        raise ConfigError(
-            f"segment.index.bytes={segment_index_bytes} cannot hold one {ENTRY_SIZE}-byte offset index entry"
-        )
-    return segment_index_bytes // ENTRY_SIZE
+    return slots(segment_index_bytes, ENTRY_SIZE, "offset index")
 
 
 def is_full(entry_count: int, segment_index_bytes: int) -> bool:
@@ -66,99 +60,48 @@ def is_full(entry_count: int, segment_index_bytes: int) -> bool:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class OffsetIndex:
+class OffsetIndex(FixedWidthIndex[OffsetPosition]):
     """The entries of one offset index, as a read-only structured array (relative offsets as stored)."""
 
-    base_offset: int
-    entries: np.ndarray
-    path: str | None = None
-    file_length: int | None = None  # bytes on disk; None for an index built in memory
+    KIND: ClassVar[str] = "offset index"
+    ENTRY_SIZE: ClassVar[int] = ENTRY_SIZE
+    ENTRY_DTYPE: ClassVar[np.dtype] = ENTRY_DTYPE
 
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __iter__(self) -> Iterator[OffsetPosition]:
-        base = self.base_offset
-        for relative, position in self.entries.tolist():
-            yield OffsetPosition(base + relative, position)
-
-    def entry(self, n: int) -> OffsetPosition:
-        relative, position = self.entries[n].item()
+    def make_entry(self, row: tuple) -> OffsetPosition:
+        relative, position = row
         return OffsetPosition(self.base_offset + relative, position)
 
-    @property
-    def offsets(self) -> np.ndarray:
-        """Absolute offsets (int64)."""
-        return self.entries["relative_offset"].astype(np.int64) + np.int64(self.base_offset)
+    def empty_entry(self) -> OffsetPosition:
+        """``(base_offset, 0)``: scan the .log from its start."""
+        return OffsetPosition(self.base_offset, 0)
 
     @property
     def positions(self) -> np.ndarray:
         return self.entries["position"].astype(np.int64)
 
-    @property
-    def last_entry(self) -> OffsetPosition:
-        """The last entry, or ``(base_offset, 0)`` for an empty index."""
-        if len(self.entries) == 0:
-            return OffsetPosition(self.base_offset, 0)
-        return self.entry(len(self.entries) - 1)
-
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Greatest entry with offset <= target, else ``(base_offset, 0)``; scan the .log from there."""
-        target = min(max(target_offset, MIN_LONG), MAX_LONG)
-        slot = int(np.searchsorted(self.offsets, np.int64(target), side="right")) - 1
-        if slot < 0:
-            return OffsetPosition(self.base_offset, 0)
-        return self.entry(slot)
-
-    def truncate_to(self, offset: int) -> OffsetIndex:
-        """Drop every entry whose offset is >= ``offset``."""
-        bound = np.int64(min(max(offset, MIN_LONG), MAX_LONG))
-        keep = int(np.searchsorted(self.offsets, bound, side="left"))
-        return OffsetIndex(self.base_offset, self.entries[:keep], self.path, None)
+        return self.floor_entry(self.offsets, target_offset)
 
     def is_full(self, segment_index_bytes: int) -> bool:
         return is_full(len(self.entries), segment_index_bytes)
 
     def sanity_check(self) -> None:
         """Kafka's OffsetIndex.sanityCheck (tools only; the broker does not run it when loading)."""
-        count = len(self.entries)
-        if count:
-            last = self.last_entry
-            if last.offset < self.base_offset:
-                raise CorruptIndexError(
-                    f"offset index has {count} entries but its last offset {last.offset} "
-                    f"is below the segment base offset {self.base_offset}",
-                    self.path,
-                    (count - 1) * ENTRY_SIZE,
-                )
-        length = count * ENTRY_SIZE if self.file_length is None else self.file_length
-        if length % ENTRY_SIZE:
-            raise CorruptIndexError(
-                f"offset index is {length} bytes long: expected a multiple of {ENTRY_SIZE}, "
-                f"found {length % ENTRY_SIZE} trailing bytes",
-                self.path,
-                length - length % ENTRY_SIZE,
-            )
-
-    def encode(self) -> bytes:
-        """The entries exactly as stored: ``8 * len(self)`` bytes, no padding."""
-        return self.entries.tobytes()
+        self.check_last_offset(0)
+        self.check_length()
 
 
 def parse_offset_index(
     data: bytes | bytearray | memoryview, base_offset: int, path: str | os.PathLike[str] | None = None
 ) -> OffsetIndex:
     """Interpret ``data`` as the broker does: ``floor(len / 8)`` entries, trailing bytes ignored."""
-    count = len(data) // ENTRY_SIZE
-    entries = np.frombuffer(data, dtype=ENTRY_DTYPE, count=count)
-    entries.setflags(write=False)
-    return OffsetIndex(base_offset, entries, None if path is None else os.fspath(path), len(data))
+    return OffsetIndex.parse(data, base_offset, path)
 
 
 def read_offset_index(path: str | os.PathLike[str], base_offset: int | None = None) -> OffsetIndex:
     """Read a ``.index`` file; the base offset defaults to the one in its file name."""
-    base = base_offset_of(path) if base_offset is None else base_offset
-    return parse_offset_index(Path(path).read_bytes(), base, path)
+    return OffsetIndex.read(path, base_offset)
 
 
 def encode_offset_index(
@@ -212,9 +155,7 @@ def write_offset_index(
     ``atomic`` goes through ``<path>.tmp`` + rename; pass False for ``.cleaned`` outputs whose
     atomicity comes from the swap protocol.
     """
-    data = encode_offset_index(base_offset, entries, path)
-    (fsutil.atomic_write_bytes if atomic else fsutil.write_bytes_fsync)(path, data)
-    return len(data)
+    return write_index_bytes(path, encode_offset_index(base_offset, entries, path), atomic=atomic)
 
 
 def entries_array(relatives: list[int], positions: list[int]) -> np.ndarray:

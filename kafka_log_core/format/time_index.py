@@ -19,16 +19,15 @@ entry early (``entries >= slots - 1``) so that the final entry written on roll a
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from kafka_log_core import fsutil
-from kafka_log_core.constants import MAX_LONG, MIN_LONG
-from kafka_log_core.errors import ConfigError, CorruptIndexError
-from kafka_log_core.format.filenames import base_offset_of
+from kafka_log_core.constants import MAX_LONG
+from kafka_log_core.errors import CorruptIndexError
+from kafka_log_core.format.index_base import MAX_RELATIVE_OFFSET, FixedWidthIndex, slots, write_index_bytes
 
 ENTRY_SIZE = 12
 ENTRY_DTYPE = np.dtype(
@@ -39,7 +38,6 @@ ENTRY_DTYPE = np.dtype(
 )
 
 NO_TIMESTAMP = -1
-MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +48,7 @@ class TimestampOffset:
 
 def max_entries(segment_index_bytes: int) -> int:
     """Number of 12-byte slots a time index gets from ``segment.index.bytes``."""
-    if segment_index_bytes < ENTRY_SIZE:
-        raise ConfigError(
-            f"segment.index.bytes={segment_index_bytes} cannot hold one {ENTRY_SIZE}-byte time index entry"
-        )
-    return segment_index_bytes // ENTRY_SIZE
+    return slots(segment_index_bytes, ENTRY_SIZE, "time index")
 
 
 def is_full(entry_count: int, segment_index_bytes: int) -> bool:
@@ -63,41 +57,24 @@ def is_full(entry_count: int, segment_index_bytes: int) -> bool:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class TimeIndex:
+class TimeIndex(FixedWidthIndex[TimestampOffset]):
     """The entries of one time index, as a read-only structured array (relative offsets as stored)."""
 
-    base_offset: int
-    entries: np.ndarray
-    path: str | None = None
-    file_length: int | None = None  # bytes on disk; None for an index built in memory
+    KIND: ClassVar[str] = "time index"
+    ENTRY_SIZE: ClassVar[int] = ENTRY_SIZE
+    ENTRY_DTYPE: ClassVar[np.dtype] = ENTRY_DTYPE
 
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __iter__(self) -> Iterator[TimestampOffset]:
-        base = self.base_offset
-        for timestamp, relative in self.entries.tolist():
-            yield TimestampOffset(timestamp, base + relative)
-
-    def entry(self, n: int) -> TimestampOffset:
-        timestamp, relative = self.entries[n].item()
+    def make_entry(self, row: tuple) -> TimestampOffset:
+        timestamp, relative = row
         return TimestampOffset(timestamp, self.base_offset + relative)
+
+    def empty_entry(self) -> TimestampOffset:
+        """``(-1, base_offset)``: what the broker assumes for an empty time index."""
+        return TimestampOffset(NO_TIMESTAMP, self.base_offset)
 
     @property
     def timestamps(self) -> np.ndarray:
         return self.entries["timestamp"].astype(np.int64)
-
-    @property
-    def offsets(self) -> np.ndarray:
-        """Absolute offsets (int64)."""
-        return self.entries["relative_offset"].astype(np.int64) + np.int64(self.base_offset)
-
-    @property
-    def last_entry(self) -> TimestampOffset:
-        """The last entry, or ``(-1, base_offset)`` for an empty index (what the broker assumes)."""
-        if len(self.entries) == 0:
-            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return self.entry(len(self.entries) - 1)
 
     @property
     def max_timestamp(self) -> int:
@@ -106,17 +83,7 @@ class TimeIndex:
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Greatest entry with timestamp <= target, else ``(-1, base_offset)``."""
-        target = min(max(target_timestamp, MIN_LONG), MAX_LONG)
-        slot = int(np.searchsorted(self.timestamps, np.int64(target), side="right")) - 1
-        if slot < 0:
-            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return self.entry(slot)
-
-    def truncate_to(self, offset: int) -> TimeIndex:
-        """Drop every entry whose offset is >= ``offset``."""
-        bound = np.int64(min(max(offset, MIN_LONG), MAX_LONG))
-        keep = int(np.searchsorted(self.offsets, bound, side="left"))
-        return TimeIndex(self.base_offset, self.entries[:keep], self.path, None)
+        return self.floor_entry(self.timestamps, target_timestamp)
 
     def is_full(self, segment_index_bytes: int) -> bool:
         return is_full(len(self.entries), segment_index_bytes)
@@ -134,42 +101,20 @@ class TimeIndex:
                     self.path,
                     (count - 1) * ENTRY_SIZE,
                 )
-            if last.offset < self.base_offset:
-                raise CorruptIndexError(
-                    f"time index has {count} entries but its last offset {last.offset} "
-                    f"is below the segment base offset {self.base_offset}",
-                    self.path,
-                    (count - 1) * ENTRY_SIZE + 8,
-                )
-        length = count * ENTRY_SIZE if self.file_length is None else self.file_length
-        if length % ENTRY_SIZE:
-            raise CorruptIndexError(
-                f"time index is {length} bytes long: expected a multiple of {ENTRY_SIZE}, "
-                f"found {length % ENTRY_SIZE} trailing bytes",
-                self.path,
-                length - length % ENTRY_SIZE,
-            )
-
-    def encode(self) -> bytes:
-        """The entries exactly as stored: ``12 * len(self)`` bytes, no padding."""
-        return self.entries.tobytes()
+        self.check_last_offset(8)
+        self.check_length()
 
 
 def parse_time_index(
     data: bytes | bytearray | memoryview, base_offset: int, path: str | os.PathLike[str] | None = None
 ) -> TimeIndex:
     """Interpret ``data`` as the broker does: ``floor(len / 12)`` entries, trailing bytes ignored."""
-    count = len(data) // ENTRY_SIZE
-    entries = np.frombuffer(data, dtype=ENTRY_DTYPE, count=count)
-    entries.setflags(write=False)
-    return TimeIndex(base_offset, entries, None if path is None else os.fspath(path), len(data))
+    return TimeIndex.parse(data, base_offset, path)
 
 
 def read_time_index(path: str | os.PathLike[str], base_offset: int | None = None) -> TimeIndex:
     """Read a ``.timeindex`` file; the base offset defaults to the one in its file name."""
-    return parse_time_index(
-        Path(path).read_bytes(), base_offset_of(path) if base_offset is None else base_offset, path
-    )
+    return TimeIndex.read(path, base_offset)
 
 
 def encode_time_index(
@@ -226,9 +171,7 @@ def write_time_index(
     ``atomic`` goes through ``<path>.tmp`` + rename; pass False for ``.cleaned`` outputs whose
     atomicity comes from the swap protocol.
     """
-    data = encode_time_index(base_offset, entries, path)
-    (fsutil.atomic_write_bytes if atomic else fsutil.write_bytes_fsync)(path, data)
-    return len(data)
+    return write_index_bytes(path, encode_time_index(base_offset, entries, path), atomic=atomic)
 
 
 def _array(timestamps: list[int], relatives: list[int]) -> np.ndarray:

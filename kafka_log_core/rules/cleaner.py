@@ -121,11 +121,9 @@ def plan_cleaning(
     must_compact = earliest < now_ms - max(cfg.max_compaction_lag_ms, 0)
     total = clean_bytes + cleanable_bytes
     ratio = cleanable_bytes / total if total else 0.0
-    if not cfg.compact:
-        eligible, reason = (
-            False,
-            f"cleanup.policy={','.join(sorted(cfg.cleanup_policy))} does not include compact",
-        )
+    not_compacted = cfg.not_compacted_reason()
+    if not_compacted is not None:
+        eligible, reason = False, not_compacted
     elif not broker.log_cleaner_enable:
         eligible, reason = False, "log.cleaner.enable=false"
     elif total == 0:

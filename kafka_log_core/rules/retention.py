@@ -75,7 +75,7 @@ from kafka_log_core.format.producer_snapshot import write_producer_snapshot
 from kafka_log_core.log import locks
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.rules.producer_state import build_producer_table
-from kafka_log_core.settings.config import LogConfig
+from kafka_log_core.settings.config import BrokerConfig, LogConfig
 
 RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"
@@ -226,6 +226,16 @@ class _Walk:
             return self.now_ms - ts > retention_ms
 
         self.run(RETENTION_MS, expired)
+
+
+def no_retention_reason(
+    cfg: LogConfig, broker: BrokerConfig, log_start_offset_override: int | None
+) -> str | None:
+    """Why the broker applies no retention to this log at all (rule D0), or None: a compacted topic on a
+    broker whose cleaner is disabled is left alone -- unless the operator moves the log start offset."""
+    if cfg.compact and not broker.log_cleaner_enable and log_start_offset_override is None:
+        return "compacted topic and log.cleaner.enable=false: the broker applies no retention"
+    return None
 
 
 def plan_retention(

@@ -467,6 +467,13 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
+    def not_compacted_reason(self) -> str | None:
+        """Why the cleaner never looks at this log (None when cleanup.policy includes compact): the one
+        wording of the compact job, the report and the cleaner's plan."""
+        if self.compact:
+            return None
+        return f"cleanup.policy={','.join(sorted(self.cleanup_policy)) or '(empty)'} does not include compact"
+
     @property
     def max_segment_ms(self) -> int:
         """The roll age: for compacted topics also bounded by max.compaction.lag.ms (Kafka's maxSegmentMs)."""

@@ -131,9 +131,7 @@ def report_partition(
                 row["duplicate_share"] = estimate.share
                 compaction_bytes = estimate.bytes
         else:  # the cleaner never looks at it: no dirty section, no ratio
-            row["compact_reason"] = (
-                f"cleanup.policy={row['cleanup_policy'] or '(empty)'} does not include compact"
-            )
+            row["compact_reason"] = cfg.not_compacted_reason()
         unknown = retention_settings_unknown(settings)
         if unknown:
             row["retention_reason"] = unknown_settings_reason(
@@ -227,13 +225,10 @@ def records_in(log: PartitionLog, start: int, end: int) -> int:
 # ------------------------------------------------------------------------------------------ retention
 def retention_figures(log: PartitionLog, cfg: LogConfig, configs: ConfigSet, opts: JobOptions) -> dict:
     """The retention columns: what the retain job would delete now, and why (the guard reported, not raised)."""
-    tp = (log.tp.topic, log.tp.partition)
-    override = next((o for t, p, o in opts.log_start_offsets if (t, p) == tp), None)
-    if cfg.compact and not configs.broker.log_cleaner_enable and override is None:
-        return dict(
-            retention_reason="compacted topic and log.cleaner.enable=false: the broker applies no retention",
-            retention_log_start_offset=log.log_start_offset,
-        )
+    override = opts.log_start_offset_for(log.tp)
+    no_retention = retention.no_retention_reason(cfg, configs.broker, override)
+    if no_retention is not None:
+        return dict(retention_reason=no_retention, retention_log_start_offset=log.log_start_offset)
     plan = retention.plan_retention(log, cfg, opts.now_ms, log_start_offset_override=override, force=True)
     rules: dict[str, int] = {}
     for d in plan.deletions:

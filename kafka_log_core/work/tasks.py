@@ -65,6 +65,10 @@ class JobOptions:
     log_start_offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
     recover: bool = True  # False (--no-recover): refuse partitions the broker's loader would change
 
+    def log_start_offset_for(self, tp: TopicPartition) -> int | None:
+        """The ``--log-start-offset`` the operator gave for this partition, if any."""
+        return next((o for t, p, o in self.log_start_offsets if (t, p) == (tp.topic, tp.partition)), None)
+
 
 Configs = ConfigSet | Mapping[str, ConfigSet]  # one for every log dir, or each log dir's own
 
@@ -320,10 +324,9 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
                 reason=unknown_settings_reason(task.topic, ["cleanup.policy"], consequence, cs),
             )
             return
-        if not cfg.compact:
-            row["reason"] = (
-                f"cleanup.policy={','.join(sorted(cfg.cleanup_policy)) or '(empty)'} does not include compact"
-            )
+        not_compacted = cfg.not_compacted_reason()
+        if not_compacted is not None:
+            row["reason"] = not_compacted
             return
         with holding(task, opts) as current:
             log = prepare(current, cfg, opts, notes, cs, row)
@@ -425,18 +428,15 @@ def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) ->
             consequence = "nothing deleted (retention would delete by a guessed setting)"
             row.update(status="failed", reason=unknown_settings_reason(task.topic, unknown, consequence, cs))
             return
-        override = next(
-            (o for t, p, o in opts.log_start_offsets if t == task.topic and p == task.partition), None
-        )
+        override = opts.log_start_offset_for(task.tp)
         with holding(task, opts) as current:
             log = prepare(current, cfg, opts, notes, cs, row)
             row.update(
                 log_start_offset_before=log.log_start_offset, log_start_offset_after=log.log_start_offset
             )
-            if cfg.compact and not cs.broker.log_cleaner_enable and override is None:
-                row["reason"] = (
-                    "compacted topic and log.cleaner.enable=false: the broker applies no retention"
-                )
+            no_retention = retention.no_retention_reason(cfg, cs.broker, override)
+            if no_retention is not None:
+                row["reason"] = no_retention
                 return
             plan = retention.plan_retention(
                 log, cfg, opts.now_ms, log_start_offset_override=override, force=opts.force
