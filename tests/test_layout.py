@@ -165,3 +165,32 @@ def test_no_module_reads_private_names_of_another_module(name, path):
         and not node.attr.startswith("__")
     )
     assert private == [], f"{name} reads private names of other modules: {', '.join(private)}"
+
+
+def test_no_import_cycle_in_the_core():
+    """Module-level imports or imports inside functions alike: no core module reaches itself again."""
+    graph = {
+        name: {
+            target
+            for module, names, _ in imports(path, name)
+            for target in targets(module, names)
+            if target.startswith(f"{CORE}.") and target != name
+        }
+        for name, path in CORE_MODULES
+    }
+    cycles = []
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []

@@ -175,3 +175,13 @@ def list_partition_dirs(log_dir: str | os.PathLike[str]) -> list[tuple[TopicPart
                 found.append((tp, Path(entry.path)))
     found.sort(key=lambda item: item[0])
     return found
+
+
+def list_segment_bases(directory: str | os.PathLike[str]) -> list[int]:
+    """Base offsets of the live ``.log`` files of a partition directory (no marker suffix), sorted."""
+    bases = []
+    for name in os.listdir(directory):
+        parsed = parse_segment_file(name)
+        if parsed and parsed.suffix == LOG_SUFFIX and parsed.marker is None:
+            bases.append(parsed.base_offset)
+    return sorted(bases)

@@ -25,7 +25,8 @@ from pathlib import Path
 from kafka_log_core import fsutil
 from kafka_log_core.errors import UsageError
 from kafka_log_core.format import checkpoints
-from kafka_log_core.format.filenames import TopicPartition, list_partition_dirs
+from kafka_log_core.format.filenames import TopicPartition, list_partition_dirs, list_segment_bases
+from kafka_log_core.log.segment import Segment
 
 RECOVERY_POINT_CHECKPOINT = checkpoints.RECOVERY_POINT_CHECKPOINT
 LOG_START_OFFSET_CHECKPOINT = checkpoints.LOG_START_OFFSET_CHECKPOINT
@@ -175,8 +176,5 @@ def format_meta_properties(*, node_id: int, cluster_id: str, directory_id: str, 
 
 def _read_log_end_offset(directory: Path) -> int:
     """readNextOffset of the last segment (the partition model's log end offset)."""
-    from kafka_log_core.log.partition_log import list_segment_bases
-    from kafka_log_core.log.segment import Segment
-
     bases = list_segment_bases(directory)
     return Segment.open(directory, bases[-1]).read_next_offset if bases else 0

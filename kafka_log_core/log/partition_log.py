@@ -16,23 +16,13 @@ from functools import cached_property
 from pathlib import Path
 
 from kafka_log_core.errors import CorruptDataError
-from kafka_log_core.format.filenames import LOG_SUFFIX, TopicPartition, parse_segment_file
+from kafka_log_core.format.filenames import TopicPartition, list_segment_bases
 from kafka_log_core.format.txn_index import AbortedTxn, collect_aborted
 from kafka_log_core.log.log_dir import CLEANER_OFFSET_CHECKPOINT, LogDirState, PartitionCheckpoints
 from kafka_log_core.log.segment import Segment
 
 # Re-exported: callers import the log-dir state from here as well as from ``log_dir``.
 __all__ = ["LogDirState", "PartitionCheckpoints", "PartitionLog", "CLEANER_OFFSET_CHECKPOINT"]
-
-
-def list_segment_bases(directory: Path) -> list[int]:
-    """Base offsets of the live ``.log`` files (no marker), sorted."""
-    bases = []
-    for name in os.listdir(directory):
-        parsed = parse_segment_file(name)
-        if parsed and parsed.suffix == LOG_SUFFIX and parsed.marker is None:
-            bases.append(parsed.base_offset)
-    return sorted(bases)
 
 
 @dataclass(frozen=True, eq=False)

@@ -59,6 +59,7 @@ from kafka_log_core.format.filenames import (
     TXN_INDEX_SUFFIX,
     TopicPartition,
     list_partition_dirs,
+    list_segment_bases,
     parse_partition_dir,
     segment_file,
 )
@@ -69,7 +70,7 @@ from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import encode_txn_index
 from kafka_log_core.log import locks
 from kafka_log_core.log.log_dir import CLEAN_SHUTDOWN_FILE, PartitionCheckpoints
-from kafka_log_core.log.partition_log import PartitionLog, list_segment_bases
+from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
 from kafka_log_core.rules.producer_recovery import (
     ProducerStateManagerModel,

@@ -70,6 +70,7 @@ from kafka_log_core.format.filenames import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     TopicPartition,
+    list_segment_bases,
     parse_partition_dir,
     parse_segment_file,
     segment_file,
@@ -405,7 +406,7 @@ class PartitionWriter:
         epoch_path = self.directory / checkpoints.LEADER_EPOCH_CHECKPOINT
         epoch_path.touch(exist_ok=True)  # the broker creates it empty with the log
         self._epochs = checkpoints.read_leader_epoch_checkpoint(epoch_path)
-        self._bases = self._live_segment_bases()
+        self._bases = list_segment_bases(self.directory)
         if self._bases:
             self._load()
         else:
@@ -767,14 +768,6 @@ class PartitionWriter:
         chosen = topic_id if topic_id is not None else random_uuid(self._rng)
         checkpoints.write_partition_metadata(path, chosen)
         return checkpoints.read_partition_metadata(path).topic_id
-
-    def _live_segment_bases(self) -> list[int]:
-        bases = []
-        for entry in os.listdir(self.directory):
-            parsed = parse_segment_file(entry)
-            if parsed is not None and parsed.marker is None and parsed.suffix == LOG_SUFFIX:
-                bases.append(parsed.base_offset)
-        return sorted(bases)
 
     def _load(self) -> None:
         base = self._bases[-1]

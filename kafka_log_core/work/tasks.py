@@ -42,6 +42,7 @@ from kafka_log_core.log.segment import check_indexes
 from kafka_log_core.rules import cleaner, leftovers, recovery, retention
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import ConfigSet, LogConfig, TopicSettings
+from kafka_log_core.work.estimate import estimate_compaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,8 +356,6 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
                 row["reason"] = "; ".join([plan.reason, *notes])
                 return
             if opts.dry_run:
-                from kafka_log_core.work.report import estimate_compaction
-
                 estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
                 records = estimate.records or 0
                 row.update(
