@@ -80,7 +80,8 @@ def _copy(source: Path, target: Path, partitions: list[int]) -> Path:
 def measure(work: Path, *, quick: bool, master: str, sets: list[str]) -> dict:
     from jobs import common, compact
     from kafka_log_core.settings.config import load_config
-    from kafka_log_core.work.tasks import COMPACT_ROW, compact_partition
+    from kafka_log_core.work.rows import CompactRow
+    from kafka_log_core.work.tasks import compact_partition
 
     small_bytes = QUICK_SMALL_BYTES if quick else FULL_SMALL_BYTES
     w = workload(small_bytes)
@@ -101,7 +102,7 @@ def measure(work: Path, *, quick: bool, master: str, sets: list[str]) -> dict:
             """All tasks in listing order, one slice each: how the jobs scheduled before largest-first."""
             tasks = common.list_tasks([str(target)], None, writing=True).tasks
             fn = functools.partial(compact_partition, configs=configs, opts=opts)
-            guarded = functools.partial(common.on_executor, fn=fn, row_defaults=COMPACT_ROW)
+            guarded = functools.partial(common.on_executor, fn=fn, row_type=CompactRow)
             return common.map_in_order(spark, tasks, guarded)
 
         cases = [

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from logbuild import TS, batch, make_log, read_records
+from logbuild import TS, batch, make_log, mark_clean_shutdown, read_records
 
 from jobs import common, compact, progress, report, retain
 from jobs.cli import main
@@ -389,6 +389,7 @@ def _column(lines: list[str], header: str) -> tuple[int, int]:
 
 def test_a_failure_reason_is_whole_in_the_table(spark, tmp_path):
     _orders(tmp_path, partitions=2)
+    mark_clean_shutdown(tmp_path)
     segment = tmp_path / "orders-1" / "00000000000000000000.log"
     data = bytearray(segment.read_bytes())
     data[40] ^= 0xFF

@@ -29,8 +29,8 @@ from kafka_log_core.rules import cleaner, retention
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import ConfigSet, LogConfig, TopicSettings
 from kafka_log_core.work.estimate import estimate_compaction
+from kafka_log_core.work.rows import ReportRow, RowDraft
 from kafka_log_core.work.tasks import (
-    RECOVERY_COLUMNS,
     Configs,
     JobOptions,
     PartitionTask,
@@ -42,17 +42,6 @@ from kafka_log_core.work.tasks import (
     topic_settings,
     unknown_settings_reason,
 )
-
-REPORT_ROW = dict(
-    status="ok", reason="", cleanup_policy="", cleanup_policy_source=None, retention_ms_source=None,
-    retention_bytes_setting=None, retention_bytes_source=None, min_cleanable_dirty_ratio_source=None, segments=0, total_bytes=0, clean_bytes=None,
-    cleanable_bytes=None, dirty_ratio=None, min_cleanable_dirty_ratio=None, first_dirty_offset=None,
-    first_uncleanable_offset=None, would_compact=False, compact_reason="", duplicate_share=None,
-    retention_segments=0, retention_bytes=0, retention_reason="", retention_log_start_offset=None,
-    retention_ms=None, oldest_segment_age_ms=None, reclaimable_bytes=0, log_start_offset=None,
-    log_end_offset=None, **RECOVERY_COLUMNS, duration_ms=0,
-)  # fmt: skip
-
 
 UNKNOWN = "unknown"
 
@@ -85,18 +74,18 @@ def report_partition(
     opts = dataclasses.replace(opts, dry_run=True)  # the report never changes anything
     cs = configs_for(configs, task.log_dir)
 
-    def body(row: dict) -> None:
+    def body(row: RowDraft[ReportRow]) -> None:
         settings = topic_settings(task, cs)
         cfg = settings.config
         notes: list[str] = []
-        row.update(config_columns(settings))
+        row.set(**config_columns(settings))
         stray = stray_reason(task, cs)
         if stray is not None:
-            row.update(status="skipped", reason=stray)
+            row.set(status="skipped", reason=stray)
             return
         # a dry run: leftovers and recovery described, not applied
         log = prepare(task, cfg, opts, notes, cs, row)
-        row.update(
+        row.set(
             segments=len(log.segments),
             total_bytes=log.size_in_bytes,
             log_start_offset=log.log_start_offset,
@@ -105,8 +94,10 @@ def report_partition(
         )
         compaction_bytes = 0
         if settings.unknown("cleanup.policy"):
-            row["compact_reason"] = unknown_settings_reason(
-                task.topic, ["cleanup.policy"], "the compact job refuses it", cs
+            row.set(
+                compact_reason=unknown_settings_reason(
+                    task.topic, ["cleanup.policy"], "the compact job refuses it", cs
+                )
             )
         elif cfg.compact:
             producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
@@ -116,7 +107,7 @@ def report_partition(
                     f"cleaner checkpoint out of range: the cleaner would reset it to the log start offset "
                     f"{plan.log_start_offset}"
                 )
-            row.update(
+            row.set(
                 clean_bytes=plan.clean_bytes,
                 cleanable_bytes=plan.cleanable_bytes,
                 dirty_ratio=plan.dirty_ratio,
@@ -127,21 +118,21 @@ def report_partition(
             )
             if count_duplicates:
                 estimate = estimate_compaction(log, plan, cs.broker, notes)
-                row["duplicate_share"] = estimate.share
+                row.set(duplicate_share=estimate.share)
                 compaction_bytes = estimate.bytes
         else:  # the cleaner never looks at it: no dirty section, no ratio
-            row["compact_reason"] = cfg.not_compacted_reason()
+            row.set(compact_reason=cfg.not_compacted_reason())
         unknown = retention_settings_unknown(settings)
         if unknown:
-            row["retention_reason"] = unknown_settings_reason(
-                task.topic, unknown, "the retain job refuses it", cs
+            row.set(
+                retention_reason=unknown_settings_reason(task.topic, unknown, "the retain job refuses it", cs)
             )
         else:
-            row.update(retention_figures(log, cfg, cs, opts))
-        row["reclaimable_bytes"] = min(log.size_in_bytes, compaction_bytes + row["retention_bytes"])
-        row["reason"] = "; ".join(notes)
+            row.set(**retention_figures(log, cfg, cs, opts))
+        row.set(reclaimable_bytes=min(log.size_in_bytes, compaction_bytes + (row.row.retention_bytes or 0)))
+        row.set(reason="; ".join(notes))
 
-    return run_guarded(task, REPORT_ROW, body)
+    return run_guarded(task, ReportRow, body)
 
 
 # ------------------------------------------------------------------------------------------ retention

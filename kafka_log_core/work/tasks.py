@@ -1,8 +1,8 @@
 """Per-partition work units: what one Spark task (or one local call) does for one partition directory.
 
 The driver lists partition directories and reads the log-dir checkpoint files once; each task gets a
-small picklable :class:`PartitionTask` and returns one result row (a plain dict matching the job's
-schema). A task never raises for bad data or a refused operation: it reports the partition as
+small picklable :class:`PartitionTask` and returns one result row (a row of
+:mod:`kafka_log_core.work.rows`, as a dict). A task never raises for bad data or a refused operation: it reports the partition as
 ``failed`` with a one-line reason naming the file and position, leaves it as it was, and the other
 partitions go on.
 
@@ -43,6 +43,7 @@ from kafka_log_core.rules import cleaner, leftovers, recovery, retention
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import ConfigSet, LogConfig, TopicSettings
 from kafka_log_core.work.estimate import estimate_compaction
+from kafka_log_core.work.rows import CompactRow, R, RetainRow, RowDraft
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,35 +107,31 @@ def unknown_settings_reason(topic: str, names: list[str], consequence: str, conf
     )
 
 
-def run_guarded(task: PartitionTask, base_row: dict, body: Callable[[dict], None]) -> dict:
-    """Run ``body`` to fill ``row``; turn any error into a failed row with a one-line reason."""
+def run_guarded(task: PartitionTask, row_type: type[R], body: Callable[[RowDraft[R]], None]) -> dict:
+    """Run ``body`` to fill the task's ``row_type`` row; turn any error into a failed row with a one-line
+    reason (the columns filled before the error stay). The row as a dict, ready to cross to the driver."""
     started = time.monotonic()
-    row = dict(base_row, log_dir=task.log_dir, topic=task.topic, partition=task.partition)
+    row = RowDraft(row_type(log_dir=task.log_dir, topic=task.topic, partition=task.partition))
     try:
         body(row)
     except PartitionBusyError as err:  # another job writes it now: its result stands, nothing failed
-        row.update(status="skipped", reason=str(err))
+        row.set(status="skipped", reason=str(err))
     except KafkaLogError as err:
-        row.update(status="failed", reason=str(err))
+        row.set(status="failed", reason=str(err))
     except OSError as err:
-        row.update(status="failed", reason=f"{type(err).__name__}: {err}")
+        row.set(status="failed", reason=f"{type(err).__name__}: {err}")
     except Exception as err:  # a bug: still one line in the table, with where it happened
         where = traceback.extract_tb(err.__traceback__)[-1]
-        row.update(
+        row.set(
             status="failed",
             reason=f"internal error {type(err).__name__}: {err} ({os.path.basename(where.filename)}:{where.lineno})",
         )
-    row["duration_ms"] = int((time.monotonic() - started) * 1000)
-    return row
-
-
-RECOVERY_COLUMNS = dict(
-    recovered_segments=None, recovered_bytes=None, truncated_bytes=None, truncated_records=None
-)
+    row.set(duration_ms=int((time.monotonic() - started) * 1000))
+    return dataclasses.asdict(row.row)
 
 
 def prepare(
-    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: dict
+    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: RowDraft
 ) -> PartitionLog:
     """What the broker's loader does first: leftovers of an unfinished operation resolved, segments
     recovered (after an unclean shutdown, or where an index is missing) -- applied, or in a dry run only
@@ -178,7 +175,7 @@ def holding(task: PartitionTask, opts: JobOptions) -> Iterator[PartitionTask]:
 
 
 def load(
-    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: dict
+    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: RowDraft
 ) -> PartitionLog:
     """The partition after the loader's recovery (:mod:`recovery`): applied, described (dry run), or
     refused (``--no-recover``) when it would change a segment file."""
@@ -204,7 +201,7 @@ def load(
                 + " empty .timeindex files (the loader's rule)"
             )
         return PartitionLog.open(task.log_dir, task.tp, ckpt)
-    row.update(
+    row.set(
         recovered_segments=plan.segments_checked,
         recovered_bytes=plan.bytes_checked,
         truncated_bytes=plan.bytes_truncated,
@@ -231,7 +228,7 @@ def load(
     recovery.apply_recovery(plan)
     if not plan.clean_shutdown:
         recovery.update_log_dir_checkpoints(task.log_dir, task.tp, plan, hw)
-        row.update(
+        row.set(
             recovery_state=recovery.RECOVERED,
             recovery_marker=recovery.clean_shutdown_marker(cs.version).decode(),
         )
@@ -299,41 +296,34 @@ def check_free_space(directory: Path, needed: int) -> None:
         )
 
 
-COMPACT_ROW = dict(
-    status="skipped", reason="", settings=None, dirty_ratio=None, first_dirty_offset=None, first_uncleanable_offset=None,
-    bytes_before=None, bytes_after=None, records_before=None, records_after=None, tombstones_removed=None,
-    map_utilization=None, **RECOVERY_COLUMNS, duration_ms=0,
-)  # fmt: skip
-
-
 def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -> dict:
     cs = configs_for(configs, task.log_dir)
 
-    def body(row: dict) -> None:
+    def body(row: RowDraft[CompactRow]) -> None:
         settings = topic_settings(task, cs)
         cfg = settings.config
         notes: list[str] = []
-        row["settings"] = settings.describe("cleanup.policy", "min.cleanable.dirty.ratio")
+        row.set(settings=settings.describe("cleanup.policy", "min.cleanable.dirty.ratio"))
         stray = stray_reason(task, cs)
         if stray is not None:
-            row["reason"] = stray
+            row.set(reason=stray)
             return
         if settings.unknown("cleanup.policy"):
             consequence = "not compacted (it may not be a compacted topic)"
-            row.update(
+            row.set(
                 status="failed",
                 reason=unknown_settings_reason(task.topic, ["cleanup.policy"], consequence, cs),
             )
             return
         not_compacted = cfg.not_compacted_reason()
         if not_compacted is not None:
-            row["reason"] = not_compacted
+            row.set(reason=not_compacted)
             return
         with holding(task, opts) as current:
             log = prepare(current, cfg, opts, notes, cs, row)
             producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
             plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
-            row.update(
+            row.set(
                 records_before=0,
                 records_after=0,
                 tombstones_removed=0,
@@ -353,12 +343,12 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
                     update_checkpoint(
                         task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, plan.first_dirty_offset
                     )
-                row["reason"] = "; ".join([plan.reason, *notes])
+                row.set(reason="; ".join([plan.reason, *notes]))
                 return
             if opts.dry_run:
                 estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
                 records = estimate.records or 0
-                row.update(
+                row.set(
                     status="would clean",
                     reason="; ".join([plan.reason, estimate.describe(), *notes]),
                     records_before=records,
@@ -381,7 +371,7 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
                     f"offset map full ({cs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
                     f"{result.end_offset}, the rest on the next run"
                 )
-            row.update(
+            row.set(
                 status="cleaned",
                 reason="; ".join([plan.reason, *notes]),
                 bytes_after=after.size_in_bytes,
@@ -391,13 +381,7 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
                 map_utilization=result.map_utilization,
             )
 
-    return run_guarded(task, COMPACT_ROW, body)
-
-
-RETAIN_ROW = dict(
-    status="skipped", reason="", settings=None, segments_deleted=0, bytes_deleted=0, log_start_offset_before=None,
-    log_start_offset_after=None, **RECOVERY_COLUMNS, duration_ms=0,
-)  # fmt: skip
+    return run_guarded(task, CompactRow, body)
 
 
 def retention_settings_unknown(settings: TopicSettings) -> list[str]:
@@ -413,51 +397,49 @@ def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) ->
     """Retention of one partition (time, size, log start offset), as UnifiedLog.deleteOldSegments."""
     cs = configs_for(configs, task.log_dir)
 
-    def body(row: dict) -> None:
+    def body(row: RowDraft[RetainRow]) -> None:
         settings = topic_settings(task, cs)
         cfg = settings.config
         notes: list[str] = []
-        row["settings"] = settings.describe("cleanup.policy", "retention.ms", "retention.bytes")
+        row.set(settings=settings.describe("cleanup.policy", "retention.ms", "retention.bytes"))
         stray = stray_reason(task, cs)
         if stray is not None:
-            row["reason"] = stray
+            row.set(reason=stray)
             return
         unknown = retention_settings_unknown(settings)
         if unknown:
             consequence = "nothing deleted (retention would delete by a guessed setting)"
-            row.update(status="failed", reason=unknown_settings_reason(task.topic, unknown, consequence, cs))
+            row.set(status="failed", reason=unknown_settings_reason(task.topic, unknown, consequence, cs))
             return
         override = opts.log_start_offset_for(task.tp)
         with holding(task, opts) as current:
             log = prepare(current, cfg, opts, notes, cs, row)
-            row.update(
-                log_start_offset_before=log.log_start_offset, log_start_offset_after=log.log_start_offset
-            )
+            row.set(log_start_offset_before=log.log_start_offset, log_start_offset_after=log.log_start_offset)
             no_retention = retention.no_retention_reason(cfg, cs.broker, override)
             if no_retention is not None:
-                row["reason"] = no_retention
+                row.set(reason=no_retention)
                 return
             plan = retention.plan_retention(
                 log, cfg, opts.now_ms, log_start_offset_override=override, force=opts.force
             )
             notes += list(plan.warnings)
             rules = sorted({d.reason for d in plan.deletions})
-            row.update(
+            row.set(
                 segments_deleted=len(plan.deletions),
                 bytes_deleted=plan.bytes_deleted,
                 log_start_offset_after=plan.new_log_start_offset,
             )
             if not plan.changes_anything:
-                row["reason"] = "; ".join(["nothing to delete", *notes])
+                row.set(reason="; ".join(["nothing to delete", *notes]))
                 return
             summary = f"{len(plan.deletions)} segments by {', '.join(rules) or 'no rule'}" + (
                 "; rolled an empty active segment first" if plan.roll else ""
             )
             if opts.dry_run:
-                row.update(status="would delete", reason="; ".join([summary, *notes]))
+                row.set(status="would delete", reason="; ".join([summary, *notes]))
                 return
             result = retention.apply_retention(log, plan, cfg)
             retention.update_log_dir_checkpoints(task.log_dir, task.tp, result)
-            row.update(status="deleted", reason="; ".join([summary, *notes]))
+            row.set(status="deleted", reason="; ".join([summary, *notes]))
 
-    return run_guarded(task, RETAIN_ROW, body)
+    return run_guarded(task, RetainRow, body)
