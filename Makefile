@@ -34,7 +34,7 @@ test: $(STAMP) browser dist ## run the whole suite (core, Spark, a Spark cluster
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 run: $(STAMP) ## generate a sample log dir; report (table + sample/report.html), compact, retain, offsets
-	$(PY) -m kafka_log_core.sample --out $(SAMPLE) --fresh --now-ms $(NOW_MS)
+	$(PY) -m kafka_log_core.simulator.sample --out $(SAMPLE) --fresh --now-ms $(NOW_MS)
 	$(VENV)/bin/kafka-log-jobs report --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --format table
 	$(VENV)/bin/kafka-log-jobs report --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --format html --out sample/report.html
 	$(VENV)/bin/kafka-log-jobs compact --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --output table

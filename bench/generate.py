@@ -1,7 +1,7 @@
 """Fixed-seed generator of Kafka log directories for the benchmark.
 
 ``python -m bench.generate --out /tmp/logs --partitions 2 --partition-bytes 256MiB`` writes
-``<out>/<topic>-<p>/`` partition directories through ``kafka_log_core.writer.PartitionWriter`` (the
+``<out>/<topic>-<p>/`` partition directories through ``kafka_log_core.simulator.writer.PartitionWriter`` (the
 broker's append path: roll rules, index upkeep, ``.txnindex`` entries, producer snapshot at the LEO on
 close) and the log-dir files a cleanly stopped broker leaves (``write_log_dir_checkpoints``).
 
@@ -18,7 +18,7 @@ cleanable, by us and by Kafka alike.
 
 Records are framed here with a few precomputed byte templates (no per-record encoder call), so a
 gigabyte takes seconds, not minutes; the batch header and its CRC32C follow the v2 layout in
-``kafka_log_core.record_batch`` (``HEADER``), and the writer appends them as a follower would (offsets
+``kafka_log_core.format.record_batch`` (``HEADER``), and the writer appends them as a follower would (offsets
 kept, CRC checked). The test suite checks the output with kafka-python's decoder, which nobody here
 wrote.
 """
@@ -39,9 +39,9 @@ from pathlib import Path
 import crc32c
 import numpy as np
 
-from kafka_log_core import compression, record_batch
-from kafka_log_core.log_dir import write_log_dir_checkpoints
-from kafka_log_core.writer import PartitionWriter
+from kafka_log_core.format import compression, record_batch
+from kafka_log_core.log.log_dir import write_log_dir_checkpoints
+from kafka_log_core.simulator.writer import PartitionWriter
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z; record i of a partition is stamped START_MS + i

@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core.checkpoints import read_offset_checkpoint, write_offset_checkpoint
-from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.format.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from kafka_log_core.format.filenames import TopicPartition
 
 MiB = 1024 * 1024
 _SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")

@@ -143,9 +143,10 @@ def probe_crc(path: str, repeat: int) -> dict:
 def probe_scan(path: str, repeat: int) -> dict:
     """The scan every cleaner pass makes, compiled over the whole segment: framing, CRC32C, every record
     walked, every key hashed (``segment_kernels.walk_segment``); its parts one by one."""
-    from kafka_log_core import kernels, log_file
-    from kafka_log_core import segment_kernels as sk
-    from kafka_log_core.cleaner_segments import new_karea
+    from kafka_log_core.format import log_file
+    from kafka_log_core.kernels import primitives as kernels
+    from kafka_log_core.kernels import segment_kernels as sk
+    from kafka_log_core.rules.cleaner_segments import new_karea
 
     buf = kernels.as_bytes(log_file.read_log(path))
     end = buf.shape[0]
@@ -173,7 +174,7 @@ def probe_scan(path: str, repeat: int) -> dict:
 
 def key_positions(buf, rows) -> tuple[np.ndarray, np.ndarray]:
     """Positions and lengths of every key of the uncompressed v2 batches of a segment."""
-    from kafka_log_core import kernels
+    from kafka_log_core.kernels import primitives as kernels
 
     pos, lens = [], []
     for position, size, count in zip(rows["position"].tolist(), rows["size"].tolist(),
@@ -187,8 +188,9 @@ def key_positions(buf, rows) -> tuple[np.ndarray, np.ndarray]:
 def probe_digest(path: str, repeat: int) -> dict:
     """The key digest's cost: MD5 in lanes (what the map keys on, as the broker's) against MurmurHash3 x64
     128 compiled in the same module, on the keys of one segment."""
-    from kafka_log_core import kernels, log_file
-    from kafka_log_core import segment_kernels as sk
+    from kafka_log_core.format import log_file
+    from kafka_log_core.kernels import primitives as kernels
+    from kafka_log_core.kernels import segment_kernels as sk
 
     buf = kernels.as_bytes(log_file.read_log(path))
     _, _, rows = sk.scan_headers(buf, 0, buf.shape[0])
@@ -234,8 +236,8 @@ def _warm_compaction(sets: list[str]) -> None:
     """Compact a tiny generated partition so every kernel is loaded before we measure."""
     from bench.generate import MiB, Workload, generate
     from jobs import common
-    from kafka_log_core.config import load_config
-    from kafka_log_core.tasks import compact_partition
+    from kafka_log_core.settings.config import load_config
+    from kafka_log_core.work.tasks import compact_partition
 
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         generate(tmp, Workload(partition_bytes=MiB, segment_bytes=128 * KiB, tombstone_share=0.1))
@@ -247,12 +249,14 @@ def _warm_compaction(sets: list[str]) -> None:
 
 def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> dict:
     from jobs import common
-    from kafka_log_core import cleaner, config
-    from kafka_log_core.config import load_config
-    from kafka_log_core.offset_map import OffsetMap
-    from kafka_log_core.partition_log import PartitionLog
-    from kafka_log_core.producer_state import build_producer_table
-    from kafka_log_core.tasks import compact_partition
+    from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
+    from kafka_log_core.kernels.offset_map import OffsetMap
+    from kafka_log_core.log.partition_log import PartitionLog
+    from kafka_log_core.rules import cleaner
+    from kafka_log_core.rules.producer_state import build_producer_table
+    from kafka_log_core.settings import config
+    from kafka_log_core.settings.config import load_config
+    from kafka_log_core.work.tasks import compact_partition
 
     _warm_compaction(sets)
     configs = load_config(None, [], [], sets)
@@ -260,7 +264,7 @@ def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> d
     opts = common.job_options(now_ms)
     listing = common.list_tasks([log_dir], None, writing=True)
     out: dict = {
-        "map_bytes": config.dedupe_map_slots(broker) * config.OFFSET_MAP_ENTRY_BYTES,
+        "map_bytes": config.dedupe_map_slots(broker) * OFFSET_MAP_ENTRY_BYTES,
         "map_slots": config.dedupe_map_slots(broker),
         "map_capacity": config.dedupe_map_usable_entries(broker),
     }
@@ -308,7 +312,7 @@ def _copy_partitions(source: Path, target: Path, count: int) -> None:
 def probe_spark(source: str, master: str, counts: list[int], work: str, sets: list[str], now_ms: int) -> dict:
     from bench.generate import MiB, Workload, generate
     from jobs import common, compact
-    from kafka_log_core.config import load_config
+    from kafka_log_core.settings.config import load_config
 
     configs = load_config(None, [], [], sets)
     opts = common.job_options(now_ms)

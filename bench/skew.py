@@ -60,7 +60,7 @@ def make_data(root: Path, w: Workload) -> Path:
     for p in range(SMALL):
         shutil.move(Path(small.log_dir) / f"{TOPIC}-{p}", logs / f"{TOPIC}-{p}")
     shutil.move(Path(large.log_dir) / f"{TOPIC}-0", logs / f"{TOPIC}-{SMALL}")
-    from kafka_log_core.log_dir import write_log_dir_checkpoints
+    from kafka_log_core.log.log_dir import write_log_dir_checkpoints
 
     write_log_dir_checkpoints(logs, now_ms=START_MS, random_seed=w.seed)
     return logs
@@ -79,8 +79,9 @@ def _copy(source: Path, target: Path, partitions: list[int]) -> Path:
 
 def measure(work: Path, *, quick: bool, master: str, sets: list[str]) -> dict:
     from jobs import common, compact
-    from kafka_log_core.config import load_config
-    from kafka_log_core.tasks import COMPACT_ROW, compact_partition
+    from kafka_log_core.settings.config import load_config
+    from kafka_log_core.work.rows import CompactRow
+    from kafka_log_core.work.tasks import compact_partition
 
     small_bytes = QUICK_SMALL_BYTES if quick else FULL_SMALL_BYTES
     w = workload(small_bytes)
@@ -101,7 +102,7 @@ def measure(work: Path, *, quick: bool, master: str, sets: list[str]) -> dict:
             """All tasks in listing order, one slice each: how the jobs scheduled before largest-first."""
             tasks = common.list_tasks([str(target)], None, writing=True).tasks
             fn = functools.partial(compact_partition, configs=configs, opts=opts)
-            guarded = functools.partial(common.on_executor, fn=fn, row_defaults=COMPACT_ROW)
+            guarded = functools.partial(common.on_executor, fn=fn, row_type=CompactRow)
             return common.map_in_order(spark, tasks, guarded)
 
         cases = [

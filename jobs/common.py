@@ -1,6 +1,6 @@
 """What every job shares: the options, the driver's listing of partition directories, the Spark map over
 them, and the result table (printed, written as JSON/Parquet). Jobs stay thin: the work of one
-partition is a function in ``kafka_log_core.tasks``.
+partition is a function in ``kafka_log_core.work.tasks``.
 
 A job lists before it starts Spark, so that a mistake is said at once, in one line, with exit status 2:
 a ``--topic`` that is not a regex or matches no topic, a ``--log-dir`` holding no partition directory
@@ -11,6 +11,7 @@ it cannot write (a read-only backup) in one line, exit 1; dry runs and the repor
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -21,48 +22,62 @@ import sys
 import textwrap
 import threading
 import time
+import types
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
-from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from jobs import progress
-from kafka_log_core import locks, recovery
-from kafka_log_core.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
-from kafka_log_core.config import ConfigSet
 from kafka_log_core.errors import KafkaLogError
-from kafka_log_core.filenames import list_partition_dirs, parse_segment_file
-from kafka_log_core.log_dir_config import describe, resolve_log_dir_configs
-from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.tasks import UNKNOWN_SETTINGS, JobOptions, PartitionTask
+from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
+from kafka_log_core.format.filenames import list_partition_dirs, parse_segment_file
+from kafka_log_core.log import locks
+from kafka_log_core.log.partition_log import LogDirState
+from kafka_log_core.rules import recovery
+from kafka_log_core.settings.config import ConfigSet
+from kafka_log_core.settings.log_dir_config import describe, resolve_log_dir_configs
+from kafka_log_core.work.rows import INT32, columns
+from kafka_log_core.work.tasks import UNKNOWN_SETTINGS, JobOptions, PartitionTask
 
 DEFAULT_CONF_DIR = Path("conf")
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")  # Spark's log: errors only (see the file)
-#: What the broker's log loader recovered in a partition (null when it recovered nothing).
-RECOVERY_RESULT_COLUMNS = (
-    ("recovered_segments", LongType()),
-    ("recovered_bytes", LongType()),
-    ("truncated_bytes", LongType()),
-    ("truncated_records", LongType()),
-)
+_SPARK_TYPES = {int: LongType(), float: DoubleType(), bool: BooleanType(), str: StringType()}
 
 
-def result_schema(*columns: tuple[str, DataType]) -> StructType:
-    """A job's result table: which partition, its status and why, the job's own nullable ``columns``
-    (name, Spark type), and how long it took."""
-    return StructType(
-        [
-            StructField("log_dir", StringType(), False),
-            StructField("topic", StringType(), False),
-            StructField("partition", IntegerType(), False),
-            StructField("status", StringType(), False),
-            StructField("reason", StringType(), True),
-            *(StructField(name, kind, True) for name, kind in columns),
-            StructField("duration_ms", LongType(), True),
-        ]
-    )
+def spark_field(name: str, hint: Any) -> StructField:
+    """One result column from a row field's type (:mod:`kafka_log_core.work.rows`): ``X | None`` nullable,
+    ``int`` a long, ``Int32`` an integer, ``float`` a double, ``bool`` a boolean, ``str`` a string."""
+    nullable = False
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
+        nullable = True
+        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is typing.Annotated:
+        base, *marks = typing.get_args(hint)
+        if base is int and INT32 in marks:
+            return StructField(name, IntegerType(), nullable)
+        hint = base
+    if hint not in _SPARK_TYPES:
+        raise TypeError(f"result column {name}: no Spark type for {hint!r}")
+    return StructField(name, _SPARK_TYPES[hint], nullable)
+
+
+def row_schema(row_type: type) -> StructType:
+    """A job's result table as a Spark schema, from its row dataclass: its columns in field order."""
+    hints = typing.get_type_hints(row_type, include_extras=True)
+    return StructType([spark_field(name, hints[name]) for name in columns(row_type)])
 
 
 def shared_options(func: Callable) -> Callable:
@@ -419,24 +434,27 @@ def by_partition(row: dict) -> tuple:
 
 
 def run_job(
-    spark, log_dirs, topic_regex, fn: Callable[[PartitionTask], dict], row_defaults: dict, *, writing: bool,
+    spark, log_dirs, topic_regex, fn: Callable[[PartitionTask], dict], row_type: type, *, writing: bool,
     order: Callable[[dict], tuple] = by_partition, listing: Listing | None = None, title: str = "job",
 ) -> list[dict]:  # fmt: skip
     """The driver of every job: list partition directories (unless the command already did, before
     starting Spark), map ``fn`` over them on the executors with the progress shown, add a failed row for
-    whatever could not even be listed, and sort the rows."""
+    whatever could not even be listed (a ``row_type`` row, as the others), and sort the rows, each a dict
+    of the row type's columns."""
     if listing is None:
         listing = list_tasks(log_dirs, topic_regex, writing=writing)
     for note in listing.notes:
         tell(note)
-    rows = run_distributed(spark, listing.tasks, fn, row_defaults, title=title)
+    rows = run_distributed(spark, listing.tasks, fn, row_type, title=title)
     if writing:  # every partition of a crashed log dir recovered: mark it cleanly shut down
         for note in recovery.finish_log_dirs(rows):
             tell(note)
     given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
     for row in rows:  # the log dir as the user wrote it
         row["log_dir"] = given.get(row["log_dir"], row["log_dir"])
-    rows += [dict(row_defaults, **r) for r in listing.failed]
+    rows += [dataclasses.asdict(row_type(**r)) for r in listing.failed]
+    shown = columns(row_type)
+    rows = [{c: row[c] for c in shown} for row in rows]  # the table's columns (not the driver's own fields)
     rows.sort(key=order)
     said = set()
     for row in rows:  # one line per topic whose deciding settings are unknown
@@ -467,7 +485,7 @@ def largest_first(tasks: Sequence[PartitionTask], sizes: Sequence[int] | None = 
 
 
 def run_distributed(
-    spark, tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict], row_defaults: dict | None = None,
+    spark, tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict], row_type: type | None = None,
     title: str | None = None,
 ) -> list[dict]:  # fmt: skip
     """Map ``fn`` over the tasks, one Spark task per partition directory, the largest partitions
@@ -477,7 +495,7 @@ def run_distributed(
         return []
     sizes = [partition_bytes(t) for t in tasks]
     order = largest_first(tasks, sizes)
-    guarded = functools.partial(on_executor, fn=fn, row_defaults=row_defaults or {})
+    guarded = functools.partial(on_executor, fn=fn, row_type=row_type)
     shown = None
     if title is not None:
         shown = progress.Progress(title, [tasks[i].tp.dir_name for i in order], [sizes[i] for i in order])
@@ -532,9 +550,12 @@ def _environment_hint(message: str) -> str | None:
     return None
 
 
-def on_executor(task: PartitionTask, fn: Callable[[PartitionTask], dict], row_defaults: dict) -> dict:
-    """What a Spark task runs: ``fn`` on the partition, or a failed row naming this host and the
-    directory when this executor does not see it (log dirs must be at the same path on every node)."""
+def on_executor(
+    task: PartitionTask, fn: Callable[[PartitionTask], dict], row_type: type | None = None
+) -> dict:
+    """What a Spark task runs: ``fn`` on the partition, or a failed row (of ``row_type``, when given) naming
+    this host and the directory when this executor does not see it (log dirs must be at the same path on
+    every node)."""
     directory = Path(task.log_dir) / task.tp.dir_name
     if directory.is_dir():
         return fn(task)
@@ -543,8 +564,9 @@ def on_executor(task: PartitionTask, fn: Callable[[PartitionTask], dict], row_de
         f"{missing}: no such directory on executor host {socket.gethostname()} (the driver listed it: "
         "every node must see the log dirs at the same path, on a shared filesystem)"
     )
-    return dict(row_defaults, log_dir=task.log_dir, topic=task.topic, partition=task.partition,
-                status="failed", reason=reason, duration_ms=0)  # fmt: skip
+    row = dict(log_dir=task.log_dir, topic=task.topic, partition=task.partition, status="failed", reason=reason,
+               duration_ms=0)  # fmt: skip
+    return row if row_type is None else dataclasses.asdict(row_type(**row))
 
 
 def emit(

@@ -10,24 +10,12 @@ import functools
 import sys
 
 import click
-from pyspark.sql.types import DoubleType, LongType, StringType
 
 from jobs import common
-from kafka_log_core.tasks import COMPACT_ROW, compact_partition
+from kafka_log_core.work.rows import CompactRow
+from kafka_log_core.work.tasks import compact_partition
 
-SCHEMA = common.result_schema(
-    ("settings", StringType()),
-    ("dirty_ratio", DoubleType()),
-    ("first_dirty_offset", LongType()),
-    ("first_uncleanable_offset", LongType()),
-    ("bytes_before", LongType()),
-    ("bytes_after", LongType()),
-    ("records_before", LongType()),
-    ("records_after", LongType()),
-    ("tombstones_removed", LongType()),
-    ("map_utilization", DoubleType()),
-    *common.RECOVERY_RESULT_COLUMNS,
-)
+SCHEMA = common.row_schema(CompactRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 
 
@@ -35,7 +23,7 @@ def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]
     """Compact every selected partition; rows come back filthiest first."""
     fn = functools.partial(compact_partition, configs=configs, opts=opts)
     return common.run_job(
-        spark, log_dirs, topic_regex, fn, COMPACT_ROW, writing=not opts.dry_run, order=common.filthiest_first,
+        spark, log_dirs, topic_regex, fn, CompactRow, writing=not opts.dry_run, order=common.filthiest_first,
         listing=listing, title="compact (dry run)" if opts.dry_run else "compact",
     )  # fmt: skip
 

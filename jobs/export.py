@@ -13,22 +13,39 @@ per partition: its rows in the table and their first and last offsets, read back
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import click
-from pyspark.sql.types import LongType
 
 from jobs import common
 from kafka_log_core.errors import KafkaLogError, UsageError
-from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.work.rows import Int32
 from spark_udfs import packages, planning
 from spark_udfs.errors import failed_partition
 from spark_udfs.options import ReadOptions
 
-SCHEMA = common.result_schema(("rows", LongType()), ("first_offset", LongType()), ("last_offset", LongType()))
+
+@dataclass(frozen=True, slots=True)
+class ExportRow:
+    """One partition's result of the export: its rows in the table, their first and last offsets."""
+
+    log_dir: str
+    topic: str
+    partition: Int32
+    status: str
+    reason: str | None = None
+    rows: int | None = None
+    first_offset: int | None = None
+    last_offset: int | None = None
+    duration_ms: int | None = None  # the jobs' common column; an export is one Spark job, not per partition
+
+
+SCHEMA = common.row_schema(ExportRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 VIEWS = ("latest", "records")
 FORMATS = ("parquet", "delta")
@@ -80,7 +97,7 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
     spark_udfs.register(spark)
     options = source_options(log_dirs, topic_regex, settings)
     sources = list_partitions(options)
-    failed: dict[TopicPartition, dict] = {}
+    failed: dict[TopicPartition, ExportRow] = {}
     while True:
         todo = [s for s in sources if s.tp not in failed]
         if not todo:
@@ -98,18 +115,19 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
             tp = TopicPartition(found[0], found[1])
             if tp in failed or tp not in {s.tp for s in todo}:
                 raise
-            failed[tp] = {"log_dir": found[2], "topic": tp.topic, "partition": tp.partition}
-            failed[tp].update(status="failed", reason=found[3])
+            failed[tp] = ExportRow(found[2], tp.topic, tp.partition, status="failed", reason=found[3])
     counts = _read_back(spark, settings) if len(failed) < len(sources) else {}
     rows = []
     for s in sources:
         if s.tp in failed:
-            rows.append(failed[s.tp])
+            rows.append(dataclasses.asdict(failed[s.tp]))
             continue
         n, first, last = counts.get((s.topic, s.partition), (0, None, None))
-        rows.append({"log_dir": s.log_dir, "topic": s.topic, "partition": s.partition, "status": "exported",
-                     "reason": None, "rows": n, "first_offset": first, "last_offset": last})  # fmt: skip
-    return [{c: r.get(c) for c in COLUMNS} for r in sorted(rows, key=common.by_partition)]
+        row = ExportRow(
+            s.log_dir, s.topic, s.partition, "exported", rows=n, first_offset=first, last_offset=last
+        )
+        rows.append(dataclasses.asdict(row))
+    return sorted(rows, key=common.by_partition)
 
 
 def _write(df, settings: ExportSettings) -> None:
@@ -198,7 +216,9 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     help="Also write the result table to PATH (.json or .parquet).",
 )
 @click.option("--master", default=None, help="Spark master URL (default: spark-submit's, else local[*]).")
-@click.option("--verbose", is_flag=True, help="Show Spark's own start-up lines and warnings (default: errors only).")
+@click.option(
+    "--verbose", is_flag=True, help="Show Spark's own start-up lines and warnings (default: errors only)."
+)
 def command(log_dirs, topic_regex, out, view, fmt, isolation_level, include_headers, more_options, output,
             report_path, master, verbose):  # fmt: skip
     """Write topics as a table (Parquet or Delta, partitioned by topic): the latest view or the records."""

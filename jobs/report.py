@@ -3,7 +3,7 @@
 spark-submit jobs/report.py --log-dir /data/kafka-logs [--format table|json|csv|parquet|html] [--out PATH]
 kafka-log-jobs report --log-dir /data/kafka-logs [options]
 
-Rows come from ``kafka_log_core.report.report_partition``, one Spark task per partition directory,
+Rows come from ``kafka_log_core.work.report.report_partition``, one Spark task per partition directory,
 sorted filthiest (highest dirty ratio) first. JSON on standard output is the bare array of rows.
 """
 
@@ -19,58 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pyspark.sql.types import (
-    BooleanType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
-from jobs import common
-from kafka_log_core import html_report
-from kafka_log_core.html_report import human_bytes
-from kafka_log_core.report import REPORT_ROW, report_partition
+from jobs import common, html_report
+from jobs.html_report import human_bytes
+from kafka_log_core.work.report import report_partition
+from kafka_log_core.work.rows import ReportRow
 
-SCHEMA = StructType(
-    [
-        StructField("log_dir", StringType(), False),
-        StructField("topic", StringType(), False),
-        StructField("partition", IntegerType(), False),
-        StructField("cleanup_policy", StringType(), True),
-        StructField("cleanup_policy_source", StringType(), True),
-        StructField("segments", LongType(), True),
-        StructField("total_bytes", LongType(), True),
-        StructField("clean_bytes", LongType(), True),
-        StructField("cleanable_bytes", LongType(), True),
-        StructField("dirty_ratio", DoubleType(), True),
-        StructField("min_cleanable_dirty_ratio", DoubleType(), True),
-        StructField("min_cleanable_dirty_ratio_source", StringType(), True),
-        StructField("first_dirty_offset", LongType(), True),
-        StructField("first_uncleanable_offset", LongType(), True),
-        StructField("would_compact", BooleanType(), True),
-        StructField("compact_reason", StringType(), True),
-        StructField("duplicate_share", DoubleType(), True),
-        StructField("retention_segments", LongType(), True),
-        StructField("retention_bytes", LongType(), True),
-        StructField("retention_reason", StringType(), True),
-        StructField("retention_log_start_offset", LongType(), True),
-        StructField("retention_ms", LongType(), True),
-        StructField("retention_ms_source", StringType(), True),
-        StructField("retention_bytes_setting", LongType(), True),
-        StructField("retention_bytes_source", StringType(), True),
-        StructField("oldest_segment_age_ms", LongType(), True),
-        StructField("reclaimable_bytes", LongType(), True),
-        StructField("log_start_offset", LongType(), True),
-        StructField("log_end_offset", LongType(), True),
-        *(StructField(name, kind, True) for name, kind in common.RECOVERY_RESULT_COLUMNS),
-        StructField("status", StringType(), False),
-        StructField("reason", StringType(), True),
-        StructField("duration_ms", LongType(), True),
-    ]
-)
+SCHEMA = common.row_schema(ReportRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 FORMATS = ("table", "json", "csv", "parquet", "html")
 
@@ -80,11 +35,10 @@ def run(
 ) -> list[dict]:
     """Report every selected partition; rows come back filthiest first."""
     fn = functools.partial(report_partition, configs=configs, opts=opts, count_duplicates=count_duplicates)
-    rows = common.run_job(
-        spark, log_dirs, topic_regex, fn, REPORT_ROW, writing=False, order=common.filthiest_first,
+    return common.run_job(
+        spark, log_dirs, topic_regex, fn, ReportRow, writing=False, order=common.filthiest_first,
         listing=listing, title="report",
     )  # fmt: skip
-    return [{c: r.get(c) for c in COLUMNS} for r in rows]
 
 
 # ------------------------------------------------------------------------------------------ output

@@ -11,19 +11,12 @@ import re
 import sys
 
 import click
-from pyspark.sql.types import LongType, StringType
 
 from jobs import common
-from kafka_log_core.tasks import RETAIN_ROW, retain_partition
+from kafka_log_core.work.rows import RetainRow
+from kafka_log_core.work.tasks import retain_partition
 
-SCHEMA = common.result_schema(
-    ("settings", StringType()),
-    ("segments_deleted", LongType()),
-    ("bytes_deleted", LongType()),
-    ("log_start_offset_before", LongType()),
-    ("log_start_offset_after", LongType()),
-    *common.RECOVERY_RESULT_COLUMNS,
-)
+SCHEMA = common.row_schema(RetainRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 _LSO = re.compile(r"(?P<topic>.+):(?P<partition>\d+)=(?P<offset>\d+)")
 
@@ -43,7 +36,7 @@ def parse_log_start_offsets(values) -> tuple[tuple[str, int, int], ...]:
 def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]:
     fn = functools.partial(retain_partition, configs=configs, opts=opts)
     return common.run_job(
-        spark, log_dirs, topic_regex, fn, RETAIN_ROW, writing=not opts.dry_run, listing=listing,
+        spark, log_dirs, topic_regex, fn, RetainRow, writing=not opts.dry_run, listing=listing,
         title="retain (dry run)" if opts.dry_run else "retain",
     )  # fmt: skip
 

@@ -1,0 +1,20 @@
+"""kafka_log_core: the per-partition library under the jobs -- Kafka's on-disk format and its rules.
+
+Layers, bottom to top; a module may import its own layer and the layers below it, never above
+(``tests/test_layout.py`` checks this on every module):
+
+1. ``errors``, ``constants``, ``fsutil``, ``javacompat`` -- the project error hierarchy, Java's numeric
+   limits and shared sizes, fsync'd file operations, Java-compatible hashing; importable by everyone.
+2. :mod:`kafka_log_core.format` -- bytes on disk: one module per artefact (batches, indexes, checkpoints...).
+3. :mod:`kafka_log_core.kernels` -- the compiled (numba) hot loops over those bytes.
+4. :mod:`kafka_log_core.log` -- one partition's log: segments, the partition log, the log dir, locks;
+   :mod:`kafka_log_core.settings` -- Kafka's configuration, versions and the KRaft metadata log.
+5. :mod:`kafka_log_core.rules` -- the broker's rule sets: cleaner, retention, the log loader's recovery,
+   producer state.
+6. :mod:`kafka_log_core.work` -- the per-partition tasks the jobs map (plan, compact, retain, report) and
+   their typed result rows; :mod:`kafka_log_core.tools` -- dump and offsets.
+
+Outside the runtime path: :mod:`kafka_log_core.simulator`, a broker-like writer for sample data, tests and
+the benchmark. Nothing in the core imports it, nor ``jobs``, nor ``pyspark``; entry points, Spark and
+presentation live in ``jobs/`` and ``spark_udfs/``.
+"""

@@ -54,14 +54,3 @@ def atomic_write_bytes(path: StrPath, data: bytes | bytearray | memoryview) -> N
             os.unlink(tmp)
         raise
     fsync_dir(os.path.dirname(os.path.abspath(target)))
-
-
-def rename_with_fsync(src: StrPath, dst: StrPath) -> None:
-    """Atomically rename ``src`` to ``dst`` (replacing it) and fsync the directories involved."""
-    source, target = os.fspath(src), os.fspath(dst)
-    os.replace(source, target)
-    target_dir = os.path.dirname(os.path.abspath(target))
-    fsync_dir(target_dir)
-    source_dir = os.path.dirname(os.path.abspath(source))
-    if source_dir != target_dir:
-        fsync_dir(source_dir)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafka_log_core.errors import UsageError
-from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.format.filenames import TopicPartition
 
 LEVELS = ("records", "latest", "batches", "segments")
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")

@@ -28,12 +28,12 @@ import numpy as np
 from pyspark.sql.datasource import InputPartition
 
 from kafka_log_core.errors import CorruptIndexError, KafkaLogError, UsageError
-from kafka_log_core.filenames import TopicPartition, list_partition_dirs, parse_partition_dir
-from kafka_log_core.log_dir import LogDirState, PartitionCheckpoints
-from kafka_log_core.offsets import offset_for_time
-from kafka_log_core.partition_log import PartitionLog
-from kafka_log_core.producer_state import build_producer_table
-from kafka_log_core.segment import Segment
+from kafka_log_core.format.filenames import TopicPartition, list_partition_dirs, parse_partition_dir
+from kafka_log_core.log.log_dir import LogDirState, PartitionCheckpoints
+from kafka_log_core.log.partition_log import PartitionLog
+from kafka_log_core.log.segment import Segment
+from kafka_log_core.rules.producer_state import build_producer_table
+from kafka_log_core.tools.offsets import offset_for_time
 from spark_udfs.errors import PartitionReadError
 from spark_udfs.options import EARLIEST, LATEST, Bound, ReadOptions
 

@@ -21,13 +21,13 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
 
-from kafka_log_core import compression, log_file
+from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.errors import KafkaLogError
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.log_file import FileBatch
-from kafka_log_core.partition_log import PartitionLog
-from kafka_log_core.record_batch import BatchHeader
-from kafka_log_core.segment import MAX_LONG
+from kafka_log_core.format import compression, log_file
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.format.log_file import FileBatch
+from kafka_log_core.format.record_batch import BatchHeader
+from kafka_log_core.log.partition_log import PartitionLog
 from spark_udfs.options import ReadOptions
 from spark_udfs.planning import Chunk, Split
 

@@ -3,12 +3,13 @@ rule), independent of the job code under test. Records are given as plain tuples
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
-from kafka_log_core import checkpoints, record_batch
-from kafka_log_core.filenames import TopicPartition, segment_file
-from kafka_log_core.offset_index import IndexBuilder
-from kafka_log_core.record_batch import Header, Record
+from kafka_log_core.format import checkpoints, record_batch
+from kafka_log_core.format.filenames import TopicPartition, segment_file
+from kafka_log_core.format.record_batch import Header, Record
+from kafka_log_core.log.index_builder import IndexBuilder
 
 TS = 1_700_000_000_000
 
@@ -43,7 +44,7 @@ def write_segment(directory: Path, base: int, batches: list[bytes], *, interval:
     directory.mkdir(parents=True, exist_ok=True)
     builder = IndexBuilder(base, index_interval_bytes=interval)
     pos = 0
-    from kafka_log_core import log_file
+    from kafka_log_core.format import log_file
 
     data = b"".join(batches)
     for b in log_file.iter_batches(data):
@@ -98,3 +99,10 @@ def read_records(directory: Path):
             for r in b:
                 out.append((r.offset, r.key, r.value))
     return out
+
+
+def with_partition_leader_epoch(batch: bytes, epoch: int) -> bytes:
+    """Set the leader epoch in place; it lies outside the CRC, so the CRC stays valid."""
+    out = bytearray(batch)
+    struct.pack_into(">i", out, record_batch.PARTITION_LEADER_EPOCH_OFFSET, epoch)
+    return bytes(out)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from logbuild import TS, write_segment
 
-from kafka_log_core import record_batch
-from kafka_log_core.record_batch import Record
+from kafka_log_core.format import record_batch
+from kafka_log_core.format.record_batch import Record
 
 
 def uvarint(n: int) -> bytes:

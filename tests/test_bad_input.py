@@ -14,21 +14,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from logbuild import TS, batch, make_log
 
-from kafka_log_core import (
+from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.format import (
     checkpoints,
-    leftovers,
     log_file,
     offset_index,
     producer_snapshot,
     time_index,
     txn_index,
 )
-from kafka_log_core.config import load_config
-from kafka_log_core.errors import KafkaLogError
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.record_batch import Record, build_batch
-from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.format.record_batch import Record, build_batch
+from kafka_log_core.log.partition_log import LogDirState
+from kafka_log_core.rules import leftovers
+from kafka_log_core.settings.config import load_config
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
 
 NOW = TS + 3_600_000
 SEG0 = "00000000000000000000"

@@ -70,7 +70,10 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert {"1 rec/batch none", "100 rec/batch lz4", "__consumer_offsets-like"} <= set(shapes)
     for shape in shapes.values():
         row = shape["ours"]["rows"][0]
-        assert row["status"] == "cleaned" and 0 < row["records_after"] <= row["records_before"] == shape["records"]
+        assert (
+            row["status"] == "cleaned"
+            and 0 < row["records_after"] <= row["records_before"] == shape["records"]
+        )
     assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
     assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
     targets = {t["name"]: t for t in report["targets"]}

@@ -54,10 +54,7 @@ from kafka_harness import (
 from test_broker_interop import report_timings, start_with_spark
 
 from jobs import compact, report, retain
-from kafka_log_core.cluster_metadata import METADATA_LOG_DIR, iter_records, latest_snapshot
-from kafka_log_core.config import TOPIC_KEYS
-from kafka_log_core.log_dir_config import resolve_log_dir_configs
-from kafka_log_core.metadata_records import (
+from kafka_log_core.format.metadata_records import (
     ConfigRecord,
     FeatureLevelRecord,
     PartitionChangeRecord,
@@ -65,6 +62,9 @@ from kafka_log_core.metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from kafka_log_core.settings.cluster_metadata import METADATA_LOG_DIR, iter_records, latest_snapshot
+from kafka_log_core.settings.config import TOPIC_KEYS
+from kafka_log_core.settings.log_dir_config import resolve_log_dir_configs
 
 pytestmark = pytest.mark.broker
 

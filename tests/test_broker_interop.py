@@ -487,8 +487,8 @@ def file_identities(directory: Path) -> dict[str, str]:
 
 def run_our_compaction(spark, log_dir: Path, topic: str, now_ms: int) -> list[dict]:
     from jobs import compact
-    from kafka_log_core.config import load_config
-    from kafka_log_core.tasks import JobOptions
+    from kafka_log_core.settings.config import load_config
+    from kafka_log_core.work.tasks import JobOptions
 
     configs = load_config(
         None,
@@ -853,8 +853,8 @@ def _produce_retention_workload(bootstrap: str, now_ms: int) -> dict[str, list[P
 @pytest.fixture(scope="module")
 def retention(kafka_jars, tmp_path_factory, pytestconfig, request):
     from jobs import retain
-    from kafka_log_core.config import load_config
-    from kafka_log_core.tasks import JobOptions
+    from kafka_log_core.settings.config import load_config
+    from kafka_log_core.work.tasks import JobOptions
 
     started = time.monotonic()
     work = tmp_path_factory.mktemp("retention")

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_log_core.checkpoints import (
+from kafka_log_core.errors import CorruptCheckpointError
+from kafka_log_core.format.checkpoints import (
     EpochEntry,
     MetaProperties,
     PartitionMetadata,
@@ -28,8 +29,7 @@ from kafka_log_core.checkpoints import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
-from kafka_log_core.errors import CorruptCheckpointError
-from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.format.filenames import TopicPartition
 
 # Spec example E10, copied by hand from kafka-log-format.md §14.
 E10 = b"0\n2\norders 0 1532\norders 3 88\n"
@@ -160,7 +160,7 @@ def test_unwritable_topic_is_refused_before_the_old_file_is_touched(tmp_path):
     )
 )
 def test_offset_checkpoint_round_trip(offsets):
-    from kafka_log_core.checkpoints import format_offset_checkpoint
+    from kafka_log_core.format.checkpoints import format_offset_checkpoint
 
     assert parse_offset_checkpoint(format_offset_checkpoint(offsets)) == offsets
 

@@ -25,14 +25,16 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 from logbuild import TS, batch, make_log, marker, write_segment
 
-from kafka_log_core import checkpoints, cleaner, compression, kernels, legacy_records, record_batch
-from kafka_log_core.config import BrokerConfig, LogConfig
 from kafka_log_core.errors import CorruptDataError
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.legacy_records import LegacyRecord
-from kafka_log_core.offset_map import OffsetMap
-from kafka_log_core.partition_log import LogDirState, PartitionLog
-from kafka_log_core.record_batch import Record
+from kafka_log_core.format import checkpoints, compression, legacy_records, record_batch
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.format.legacy_records import LegacyRecord
+from kafka_log_core.format.record_batch import Record
+from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels.offset_map import OffsetMap
+from kafka_log_core.log.partition_log import LogDirState, PartitionLog
+from kafka_log_core.rules import cleaner
+from kafka_log_core.settings.config import BrokerConfig, LogConfig
 
 TP = TopicPartition("t", 0)
 DAY = 86_400_000  # delete.retention.ms and producer.id.expiration.ms defaults

@@ -3,7 +3,7 @@
 The cluster is Spark's standalone master and one worker, started from the installed pyspark
 (``bin/spark-class``) as their own processes on 127.0.0.1. The worker's ``python3`` is a bare virtualenv
 without our dependencies, so the executors can only run the jobs from the environment archive that
-``make dist`` builds (``kafka_log_core.package``), shipped with ``--archives``. ``compact``, ``retain``
+``make dist`` builds (``jobs.package``), shipped with ``--archives``. ``compact``, ``retain``
 and ``report`` are submitted with ``spark-submit jobs/<job>.py`` and must leave every file byte for byte
 as the embedded run (``local[2]``, this interpreter) leaves a copy of the same log dir, with the same
 result rows.
@@ -33,11 +33,11 @@ import pytest
 from click.testing import CliRunner
 from logbuild import batch, make_log
 
-from jobs import common
-from kafka_log_core import package
-from kafka_log_core.cli import main
-from kafka_log_core.sample import DEFAULT_NOW_MS, generate
-from kafka_log_core.tasks import RETAIN_ROW, JobOptions, retain_partition
+from jobs import common, package
+from jobs.cli import main
+from kafka_log_core.simulator.sample import DEFAULT_NOW_MS, generate
+from kafka_log_core.work.rows import RetainRow
+from kafka_log_core.work.tasks import JobOptions, retain_partition
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(__import__("pyspark").__file__).parent
@@ -302,7 +302,7 @@ def test_an_executor_that_cannot_see_a_directory_gives_a_failed_row_with_host_an
         configs=common.load_configs([str(log_dir)], None, (), (), (), assume_broker_defaults=True),
         opts=JobOptions(now_ms=0),
     )
-    rows = common.run_distributed(spark, listing.tasks, fn, RETAIN_ROW)
+    rows = common.run_distributed(spark, listing.tasks, fn, RetainRow)
     assert [r["status"] for r in rows] == ["skipped", "failed", "skipped"]
     assert rows[1]["reason"].startswith(
         f"{hidden}: no such directory on executor host {socket.gethostname()}"
@@ -310,7 +310,7 @@ def test_an_executor_that_cannot_see_a_directory_gives_a_failed_row_with_host_an
     assert rows[1]["segments_deleted"] == 0 and rows[1]["topic"] == "sized" and rows[1]["partition"] == 1
 
     shutil.move(log_dir, tmp_path / "gone")  # the whole log dir
-    rows = common.run_distributed(spark, listing.tasks, fn, RETAIN_ROW)
+    rows = common.run_distributed(spark, listing.tasks, fn, RetainRow)
     assert {r["status"] for r in rows} == {"failed"}
     assert all(r["reason"].startswith(f"{log_dir}: no such directory on executor host") for r in rows)
 

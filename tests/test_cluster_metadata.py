@@ -30,10 +30,9 @@ from metadata_build import (
     write_snapshot,
 )
 
-from kafka_log_core.checkpoints import write_partition_metadata
-from kafka_log_core.cluster_metadata import read_cluster_metadata
 from kafka_log_core.errors import CorruptDataError
-from kafka_log_core.metadata_records import (
+from kafka_log_core.format.checkpoints import write_partition_metadata
+from kafka_log_core.format.metadata_records import (
     ConfigRecord,
     CorruptMetadataError,
     FeatureLevelRecord,
@@ -45,6 +44,7 @@ from kafka_log_core.metadata_records import (
     TransactionRecord,
     decode_record,
 )
+from kafka_log_core.settings.cluster_metadata import read_cluster_metadata
 
 A = "KB9btG56TIKDzbjC1Rj0pA"  # topic ids as partition.metadata writes them
 B = "6ey3bQ6uQmisysFLQnVpYA"

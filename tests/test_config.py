@@ -1,4 +1,4 @@
-"""kafka_log_core.config: Kafka 4.x defaults, layering, validation, properties parsing, pickling.
+"""kafka_log_core.settings.config: Kafka 4.x defaults, layering, validation, properties parsing, pickling.
 
 Expected defaults are written out from Kafka's documentation (topic and broker config tables),
 not taken from the module's own table.
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_log_core.config import (
+from kafka_log_core.errors import ConfigError
+from kafka_log_core.settings.config import (
     BrokerConfig,
     ConfigSet,
     LogConfig,
@@ -22,7 +23,6 @@ from kafka_log_core.config import (
     max_io_buffer_size,
     parse_properties,
 )
-from kafka_log_core.errors import ConfigError
 
 REPO_CONF = Path(__file__).resolve().parent.parent / "conf"
 

@@ -14,10 +14,10 @@ import shutil
 import pytest
 from logbuild import TS, batch, make_log, marker
 
-from kafka_log_core.config import load_config
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.partition_log import LogDirState
+from kafka_log_core.settings.config import load_config
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
 
 NOW = TS + 3_600_000
 OPS = ("replace", "unlink", "fsync", "utime", "rename", "ftruncate")
@@ -45,7 +45,7 @@ def _workload(log_dir):
         interval=1,
     )
     (log_dir / "orders-0" / "00000000000000000005.txnindex").unlink(missing_ok=True)
-    from kafka_log_core.txn_index import AbortedTxn, encode_txn_index
+    from kafka_log_core.format.txn_index import AbortedTxn, encode_txn_index
 
     (log_dir / "orders-0" / "00000000000000000006.txnindex").write_bytes(
         encode_txn_index([AbortedTxn(9, 5, 6, 5)])
@@ -53,7 +53,7 @@ def _workload(log_dir):
 
 
 def _records(log_dir):
-    from kafka_log_core import log_file
+    from kafka_log_core.format import log_file
 
     out = []
     for path in sorted((log_dir / "orders-0").glob("*.log")):
@@ -135,10 +135,10 @@ def test_compaction_killed_at_every_file_operation_then_rerun_keeps_every_record
 # --------------------------------------------------------------------------- SIGKILL at random instants
 _CHILD = """
 import sys
-from kafka_log_core.config import load_config
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
+from kafka_log_core.settings.config import load_config
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.partition_log import LogDirState
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
 log_dir = sys.argv[1]
 configs = load_config(None, [], [], ["cleanup.policy=compact", "delete.retention.ms=100000000", "segment.bytes=1048576"])
 tp = TopicPartition("orders", 0)
@@ -152,8 +152,8 @@ compact_partition(task, configs, JobOptions(now_ms=int(sys.argv[2])))
 def _big_workload(log_dir):
     import random
 
-    from kafka_log_core.record_batch import Record
-    from kafka_log_core.writer import PartitionWriter
+    from kafka_log_core.format.record_batch import Record
+    from kafka_log_core.simulator.writer import PartitionWriter
 
     rng = random.Random(7)
     with PartitionWriter(log_dir / "orders-0", segment_bytes=256 * 1024, index_interval_bytes=4096) as w:
@@ -167,7 +167,7 @@ def _big_workload(log_dir):
 
 
 def _big_records(log_dir):
-    from kafka_log_core import log_file
+    from kafka_log_core.format import log_file
 
     out = []
     for path in sorted((log_dir / "orders-0").glob("*.log")):
@@ -183,7 +183,7 @@ def test_compaction_sigkilled_at_random_instants_then_rerun_keeps_every_record(t
     import sys
     import time
 
-    from kafka_log_core.config import load_config as _load
+    from kafka_log_core.settings.config import load_config as _load
 
     rounds = int(os.environ.get("SOAK_ROUNDS", "40" if os.environ.get("SOAK") else "4"))
     reference = tmp_path / "reference"
@@ -236,8 +236,9 @@ def _crashed_broker_dir(log_dir):
     """A log dir as a killed broker leaves it: no .kafka_cleanshutdown, a recovery point in segment 3, a
     bad batch in segment 8 (so segment 12 goes), zero-filled index tails, producer snapshots of the
     broker that the loader replaces, a stale leader epoch, a stale high watermark."""
-    from kafka_log_core import checkpoints
-    from kafka_log_core.record_batch import with_partition_leader_epoch
+    from logbuild import with_partition_leader_epoch
+
+    from kafka_log_core.format import checkpoints
 
     def epoch(b, e):
         return with_partition_leader_epoch(b, e)
@@ -274,7 +275,7 @@ def _crashed_broker_dir(log_dir):
     data = bytearray(seg8.read_bytes())
     data[-10] ^= 0xFF  # the second batch of segment 8: its CRC fails
     seg8.write_bytes(bytes(data))
-    from kafka_log_core.producer_snapshot import write_producer_snapshot
+    from kafka_log_core.format.producer_snapshot import write_producer_snapshot
 
     for offset in (3, 8, 12):
         write_producer_snapshot(part / f"{offset:020d}.snapshot", [])
@@ -286,7 +287,7 @@ def _crashed_broker_dir(log_dir):
 
 def _recover_run(log_dir):
     """retain with nothing to delete, then the driver's last step: every change is the recovery's."""
-    from kafka_log_core import recovery
+    from kafka_log_core.rules import recovery
 
     configs = load_config(None, [], [], ["cleanup.policy=delete", "retention.ms=-1", "retention.bytes=-1"])
     tp = TopicPartition("orders", 0)

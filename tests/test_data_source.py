@@ -19,8 +19,8 @@ from logbuild import TS, write_segment
 from pyspark.sql import functions as F
 
 import spark_udfs
-from kafka_log_core import checkpoints
-from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.format import checkpoints
+from kafka_log_core.format.filenames import TopicPartition
 from spark_udfs.schemas import BATCHES, SEGMENTS, records_schema
 
 pytestmark = pytest.mark.spark

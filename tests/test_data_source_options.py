@@ -9,7 +9,7 @@ import pytest
 from logbuild import TS, batch, make_log, marker
 
 from kafka_log_core.errors import UsageError
-from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.format.filenames import TopicPartition
 from spark_udfs import planning, rows
 from spark_udfs.options import EARLIEST, LATEST, ReadOptions
 

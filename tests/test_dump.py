@@ -20,15 +20,17 @@ from click.testing import CliRunner
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from kafka_log_core import log_file, offset_index, record_batch, time_index, txn_index
-from kafka_log_core.cli import main
-from kafka_log_core.dump import DumpedFile, JavaHashMap, LogReader, _utf8, java_string_hash
+from jobs.cli import main
 from kafka_log_core.errors import CorruptRecordError
-from kafka_log_core.legacy_records import LegacyRecord, encode_message, encode_wrapper
-from kafka_log_core.offset_index import OffsetPosition
-from kafka_log_core.producer_snapshot import ProducerSnapshotEntry, encode_producer_snapshot
-from kafka_log_core.record_batch import Header, Record
-from kafka_log_core.time_index import TimestampOffset
+from kafka_log_core.format import log_file, offset_index, record_batch, time_index, txn_index
+from kafka_log_core.format.legacy_records import LegacyRecord, encode_message, encode_wrapper
+from kafka_log_core.format.offset_index import OffsetPosition
+from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, encode_producer_snapshot
+from kafka_log_core.format.record_batch import Header, Record
+from kafka_log_core.format.time_index import TimestampOffset
+from kafka_log_core.javacompat import JavaHashMap, java_string_hash
+from kafka_log_core.log.index_builder import IndexBuilder
+from kafka_log_core.tools.dump import DumpedFile, LogReader, _utf8
 
 TS = 1_700_000_000_000  # 0x18BCFE56800, the spec's example timestamp
 BATCH = (
@@ -816,7 +818,7 @@ def build_zoo(root: Path) -> list[Path]:
     batches.append(bytes(bad_crc))
     data = b"".join(batches)
     log = write(v2, segment_name(100, ".log"), data + data[:25])  # plus a partial batch
-    builder = offset_index.IndexBuilder(100, index_interval_bytes=100)
+    builder = IndexBuilder(100, index_interval_bytes=100)
     for batch in log_file.iter_batches(data):
         builder.append(batch.position, batch.last_offset, batch.max_timestamp)
     offsets, times = builder.finish()

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from test_data_source import ORDER, _data, _frame, _payments_dir, _rebuilt_state, _transactions_dir
 
 from jobs import export
-from kafka_log_core.cli import main
+from jobs.cli import main
 
 pytestmark = pytest.mark.spark
 

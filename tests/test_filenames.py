@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_log_core.errors import UsageError
-from kafka_log_core.filenames import (
+from kafka_log_core.format.filenames import (
     TopicPartition,
     base_offset_of,
     is_valid_topic_name,

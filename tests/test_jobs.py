@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from logbuild import TS, batch, make_log, read_records
 
 from jobs import compact, retain
-from kafka_log_core import cleaner
-from kafka_log_core.config import load_config
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.partition_log import LogDirState, PartitionLog
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.partition_log import LogDirState, PartitionLog
+from kafka_log_core.rules import cleaner
+from kafka_log_core.settings.config import load_config
 
 pytestmark = pytest.mark.spark
 NOW = TS + 3_600_000
@@ -262,7 +262,7 @@ def test_spark_submit_and_the_cli_take_the_same_options_and_agree(spark, tmp_pat
     into it) and, given the jobs' log4j2 file, only the JVM's own first line on stderr."""
     from pathlib import Path
 
-    from kafka_log_core.cli import main
+    from jobs.cli import main
 
     _compacted_log(tmp_path)
     args = ["--log-dir", str(tmp_path), "--set", "cleanup.policy=compact", "--now-ms", str(NOW), "--dry-run"]

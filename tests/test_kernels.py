@@ -8,8 +8,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_log_core import kernels, log_file, record_batch, scan
-from kafka_log_core.record_batch import Header, Record
+from kafka_log_core.format import log_file, record_batch
+from kafka_log_core.format.record_batch import Header, Record
+from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels import scan
 
 TS = 1_700_000_000_000
 

@@ -12,11 +12,11 @@ import textwrap
 import pytest
 from logbuild import TS, batch, make_log
 
-from kafka_log_core import cleaner
-from kafka_log_core.config import load_config
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.partition_log import LogDirState
+from kafka_log_core.rules import cleaner
+from kafka_log_core.settings.config import load_config
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
 
 NOW = TS + 3_600_000
 
@@ -49,7 +49,7 @@ def _hold_partition_lock(log_dir):
         [sys.executable, "-c", textwrap.dedent(f"""
             import time
             from kafka_log_core import locks
-            from kafka_log_core.filenames import TopicPartition
+            from kafka_log_core.format.filenames import TopicPartition
             with locks.partition_lock({str(log_dir)!r}, TopicPartition("t", 0)):
                 print("held", flush=True)
                 time.sleep(60)

@@ -20,13 +20,13 @@ from metadata_build import (
     write_metadata_log,
 )
 
-from kafka_log_core import kafka_version as kv
-from kafka_log_core.checkpoints import MetaProperties
-from kafka_log_core.cluster_metadata import ClusterMetadata, TopicState
-from kafka_log_core.config import load_config
 from kafka_log_core.errors import ConfigError, UsageError
-from kafka_log_core.kafka_version import KafkaVersion
-from kafka_log_core.log_dir_config import decide_version, resolve_log_dir_configs
+from kafka_log_core.format.checkpoints import MetaProperties
+from kafka_log_core.settings import kafka_version as kv
+from kafka_log_core.settings.cluster_metadata import ClusterMetadata, TopicState
+from kafka_log_core.settings.config import load_config
+from kafka_log_core.settings.kafka_version import KafkaVersion
+from kafka_log_core.settings.log_dir_config import decide_version, resolve_log_dir_configs
 
 A, B = "KB9btG56TIKDzbjC1Rj0pA", "6ey3bQ6uQmisysFLQnVpYA"
 V39, V40, V41, V43 = KafkaVersion(3, 9), KafkaVersion(4, 0), KafkaVersion(4, 1), KafkaVersion(4, 3)

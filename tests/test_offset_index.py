@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_log_core.errors import ConfigError, CorruptIndexError, RefusedError
-from kafka_log_core.offset_index import (
-    IndexBuilder,
+from kafka_log_core.format.offset_index import (
     OffsetPosition,
     encode_offset_index,
     is_full,
@@ -20,7 +19,8 @@ from kafka_log_core.offset_index import (
     read_offset_index,
     write_offset_index,
 )
-from kafka_log_core.time_index import TimestampOffset
+from kafka_log_core.format.time_index import TimestampOffset
+from kafka_log_core.log.index_builder import IndexBuilder
 
 # Spec example E7, copied by hand from kafka-log-format.md §14.
 E7_INDEX = bytes.fromhex("00 00 00 03 00 00 00 98")

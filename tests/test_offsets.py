@@ -7,10 +7,10 @@ import pytest
 from click.testing import CliRunner
 from logbuild import TS, batch, make_log
 
-from kafka_log_core.cli import main
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.offsets import offset_for_time
-from kafka_log_core.partition_log import LogDirState, PartitionLog
+from jobs.cli import main
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.partition_log import LogDirState, PartitionLog
+from kafka_log_core.tools.offsets import offset_for_time
 
 
 def _log(tmp_path):

@@ -21,13 +21,13 @@ from click.testing import CliRunner
 from logbuild import TS, batch, make_log, mark_clean_shutdown, read_records
 
 from jobs import common, compact, progress, report, retain
-from kafka_log_core.checkpoints import read_offset_checkpoint
-from kafka_log_core.cli import main
-from kafka_log_core.config import load_config
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.log_dir import write_log_dir_checkpoints
-from kafka_log_core.partition_log import LogDirState
-from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition, update_checkpoint
+from jobs.cli import main
+from kafka_log_core.format.checkpoints import read_offset_checkpoint
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.log_dir import write_log_dir_checkpoints
+from kafka_log_core.log.partition_log import LogDirState
+from kafka_log_core.settings.config import load_config
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, update_checkpoint
 
 NOW = TS + 3_600_000
 DAY = 86_400_000
@@ -184,7 +184,7 @@ def test_a_plan_is_made_from_the_checkpoints_on_disk_under_the_lock_not_from_the
 
 def test_a_partition_another_thread_writes_is_busy_too(tmp_path):
     """POSIX locks do not exclude the threads of one process: the lock module does."""
-    from kafka_log_core import locks
+    from kafka_log_core.log import locks
 
     _orders(tmp_path)
     tp = TopicPartition("orders", 0)

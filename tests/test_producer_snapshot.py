@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_log_core.errors import CorruptCheckpointError
-from kafka_log_core.producer_snapshot import (
+from kafka_log_core.format.producer_snapshot import (
     ProducerSnapshotEntry,
     encode_producer_snapshot,
     parse_producer_snapshot,

@@ -9,9 +9,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from kafka_log_core import compression, log_file, record_batch
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError, KafkaLogError
-from kafka_log_core.record_batch import Header, Record
+from kafka_log_core.format import compression, log_file, record_batch
+from kafka_log_core.format.record_batch import Header, Record
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 TS = 1_700_000_000_000

@@ -13,17 +13,18 @@ import struct
 from pathlib import Path
 
 import pytest
-from logbuild import TS, batch, make_log, marker
+from logbuild import TS, batch, make_log, marker, with_partition_leader_epoch
 
-from kafka_log_core import checkpoints, recovery
-from kafka_log_core.config import load_config
-from kafka_log_core.filenames import TopicPartition
-from kafka_log_core.log_dir import LogDirState
-from kafka_log_core.producer_recovery import hashmap_capacity, hashmap_order
-from kafka_log_core.producer_snapshot import read_producer_snapshot
-from kafka_log_core.producer_state import ProducerEntry
-from kafka_log_core.record_batch import with_partition_leader_epoch
-from kafka_log_core.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
+from kafka_log_core.format import checkpoints
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.format.producer_snapshot import read_producer_snapshot
+from kafka_log_core.javacompat import hashmap_capacity
+from kafka_log_core.log.log_dir import LogDirState
+from kafka_log_core.rules import recovery
+from kafka_log_core.rules.producer_recovery import hashmap_order
+from kafka_log_core.rules.producer_state import ProducerEntry
+from kafka_log_core.settings.config import load_config
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
 
 NOW = TS + 3_600_000
 TP = TopicPartition("t", 0)
@@ -320,7 +321,7 @@ def test_a_second_run_changes_nothing(tmp_path):
 
 
 def test_dry_runs_and_reports_change_nothing_and_say_what_recovery_would_do(tmp_path):
-    from kafka_log_core.report import report_partition
+    from kafka_log_core.work.report import report_partition
 
     b0, b1 = batch(0, [("a", "1")]), batch(1, [("b", "1")])
     make_log(tmp_path, "t", 0, {0: [b0], 1: [b1]})
@@ -389,7 +390,7 @@ def test_the_high_watermark_of_a_single_replica_partition_becomes_the_log_end_of
         checkpoints.write_partition_metadata(tmp_path / f"t-{p}" / "partition.metadata", topic_id)
     hw = {TopicPartition("t", 0): 1, TopicPartition("t", 1): 1}
     checkpoints.write_offset_checkpoint(tmp_path / "replication-offset-checkpoint", hw)
-    from kafka_log_core.log_dir_config import resolve_log_dir_configs
+    from kafka_log_core.settings.log_dir_config import resolve_log_dir_configs
 
     (resolved,) = resolve_log_dir_configs([tmp_path], sets=["retention.ms=-1"]).values()
     rows = {

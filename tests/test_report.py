@@ -22,9 +22,9 @@ import pytest
 from click.testing import CliRunner
 from logbuild import TS, batch, make_log
 
-from jobs import compact, report, retain
-from kafka_log_core import checkpoints, html_report
-from kafka_log_core.filenames import TopicPartition
+from jobs import compact, html_report, report, retain
+from kafka_log_core.format import checkpoints
+from kafka_log_core.format.filenames import TopicPartition
 
 pytestmark = pytest.mark.spark
 DAY = 86_400_000

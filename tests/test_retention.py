@@ -14,18 +14,19 @@ from pathlib import Path
 import pytest
 from logbuild import TS, batch, make_log
 
-from kafka_log_core import checkpoints, fsutil, leftovers, record_batch, retention
-from kafka_log_core.checkpoints import EpochEntry
-from kafka_log_core.config import LogConfig
+from kafka_log_core import fsutil
 from kafka_log_core.errors import SafetyGuardError, UsageError
-from kafka_log_core.filenames import TopicPartition, segment_file
-from kafka_log_core.partition_log import LogDirState, PartitionLog
-from kafka_log_core.producer_snapshot import (
+from kafka_log_core.format import checkpoints, record_batch
+from kafka_log_core.format.checkpoints import EpochEntry
+from kafka_log_core.format.filenames import TopicPartition, segment_file
+from kafka_log_core.format.producer_snapshot import (
     ProducerSnapshotEntry,
     read_producer_snapshot,
     write_producer_snapshot,
 )
-from kafka_log_core.retention import (
+from kafka_log_core.log.partition_log import LogDirState, PartitionLog
+from kafka_log_core.rules import leftovers, retention
+from kafka_log_core.rules.retention import (
     HW_FROM_CHECKPOINT,
     HW_FROM_LOG_END,
     LOG_START_OFFSET,
@@ -35,6 +36,7 @@ from kafka_log_core.retention import (
     plan_retention,
     update_log_dir_checkpoints,
 )
+from kafka_log_core.settings.config import LogConfig
 
 TP = TopicPartition("t", 0)
 DAY = 86_400_000

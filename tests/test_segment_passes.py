@@ -34,19 +34,13 @@ from test_cleaner import (
     write_txnindex,
 )
 
-from kafka_log_core import (
-    cleaner,
-    cleaner_segments,
-    compression,
-    kernels,
-    log_file,
-    producer_state,
-    record_batch,
-)
-from kafka_log_core import segment_kernels as sk
-from kafka_log_core.config import BrokerConfig
 from kafka_log_core.errors import CorruptDataError
-from kafka_log_core.offset_map import OffsetMap
+from kafka_log_core.format import compression, log_file, record_batch
+from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels.offset_map import OffsetMap
+from kafka_log_core.rules import cleaner, cleaner_segments, producer_state
+from kafka_log_core.settings.config import BrokerConfig
 
 MiB = 1024 * 1024
 

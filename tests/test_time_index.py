@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_log_core.errors import ConfigError, CorruptIndexError
-from kafka_log_core.time_index import (
+from kafka_log_core.format.time_index import (
     TimestampOffset,
     encode_time_index,
     is_full,

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_log_core.errors import CorruptIndexError
-from kafka_log_core.txn_index import (
+from kafka_log_core.format.txn_index import (
     AbortedTxn,
     TxnIndexSearchResult,
     append_txn_index,

@@ -18,12 +18,12 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from kafka_log_core import record_batch
 from kafka_log_core.errors import CorruptRecordError, RefusedError, UsageError
-from kafka_log_core.log_dir import write_log_dir_checkpoints
-from kafka_log_core.offset_index import IndexBuilder
-from kafka_log_core.record_batch import CONTROL_ABORT, CONTROL_COMMIT, Header, Record
-from kafka_log_core.writer import PartitionWriter
+from kafka_log_core.format import record_batch
+from kafka_log_core.format.record_batch import CONTROL_ABORT, CONTROL_COMMIT, Header, Record
+from kafka_log_core.log.index_builder import IndexBuilder
+from kafka_log_core.log.log_dir import write_log_dir_checkpoints
+from kafka_log_core.simulator.writer import PartitionWriter
 
 T0 = 1_767_225_600_000
 MAX_INT = 2**31 - 1
@@ -639,8 +639,9 @@ def test_log_dir_checkpoints_look_like_a_clean_shutdown(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- sample
 def test_sample_log_dir_is_reproducible_readable_and_configured(tmp_path):
-    from kafka_log_core import config, sample
-    from kafka_log_core.filenames import list_partition_dirs
+    from kafka_log_core.format.filenames import list_partition_dirs
+    from kafka_log_core.settings import config
+    from kafka_log_core.simulator import sample
 
     dirs = [tmp_path / name / "logs" for name in ("a", "b")]
     for out in dirs:
@@ -670,7 +671,7 @@ def test_sample_log_dir_is_reproducible_readable_and_configured(tmp_path):
 
 
 def test_sample_refuses_to_replace_what_is_not_a_log_dir(tmp_path, capsys):
-    from kafka_log_core import sample
+    from kafka_log_core.simulator import sample
 
     (tmp_path / "precious").mkdir()
     (tmp_path / "precious" / "notes.txt").write_text("keep me")

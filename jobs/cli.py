@@ -1,0 +1,190 @@
+"""The ``kafka-log-jobs`` command line: one click group, one small function per subcommand.
+
+Subcommands only parse options, call the core and print; the Kafka logic lives in ``kafka_log_core``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from jobs import common, compact, export, package, report, retain
+from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.tools.dump import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    MAX_INT,
+    DumpOptions,
+    DumpReport,
+    dump_file,
+    error_line,
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Offline jobs on Kafka's on-disk log format (segments, indexes, checkpoints)."""
+
+
+# Subcommands: `compact`, `retain`, `report`, `export` and `offsets` are registered here, next to `dump`
+# (a `@main.command()` function below, or `main.add_command(...)` of a command defined in jobs/).
+main.add_command(compact.command)
+main.add_command(retain.command)
+main.add_command(report.command)
+main.add_command(package.command)
+main.add_command(export.command)
+
+
+@main.command()
+@click.option(
+    "--log-dir",
+    "log_dirs",
+    multiple=True,
+    required=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="A Kafka log.dirs entry (repeatable).",
+)
+@click.option(
+    "--topic",
+    "topic_regex",
+    default=None,
+    callback=common.check_topic_regex,
+    help="Only topics matching this regex (full match).",
+)
+@click.option(
+    "--time",
+    "timestamp",
+    default="-1",
+    show_default=True,
+    help="-1 latest, -2 earliest, -3 max timestamp, or a timestamp in ms.",
+)
+def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) -> None:
+    """Offsets per partition as kafka-get-offsets prints them (topic:partition:offset), from the indexes."""
+    from kafka_log_core.format.filenames import list_partition_dirs
+    from kafka_log_core.log.partition_log import LogDirState, PartitionLog
+    from kafka_log_core.tools.offsets import offset_for_time
+
+    try:
+        when = int(timestamp)
+    except ValueError:
+        raise click.BadParameter(
+            f"{timestamp!r} is not -1, -2, -3 or a timestamp in ms", param_hint="'--time'"
+        ) from None
+    if when < -3:
+        raise click.BadParameter(f"{when} is not -1, -2, -3 or a timestamp in ms", param_hint="'--time'")
+    pattern = common.topic_pattern(topic_regex)
+    failed = 0
+    for log_dir in log_dirs:
+        try:
+            state = LogDirState.read(log_dir)
+        except KafkaLogError as err:
+            click.echo(f"error: {err}", err=True)
+            failed += 1
+            continue
+        for tp, _ in list_partition_dirs(log_dir):
+            if pattern is not None and not pattern.fullmatch(tp.topic):
+                continue
+            try:
+                found = offset_for_time(PartitionLog.open(log_dir, tp, state.for_partition(tp)), when)
+            except (KafkaLogError, OSError) as err:
+                click.echo(f"error: {err}", err=True)
+                failed += 1
+                continue
+            click.echo(f"{tp.topic}:{tp.partition}:{'' if found is None else found}")
+    if failed:
+        raise SystemExit(1)
+
+
+@main.command()
+@click.option(
+    "--files",
+    "files",
+    multiple=True,
+    required=True,
+    metavar="FILE[,FILE...]",
+    help="Comma-separated .log, .index, .timeindex, .txnindex, .snapshot or .checkpoint files (repeatable).",
+)
+@click.option("--deep-iteration", is_flag=True, help="Print every record, not only batches.")
+@click.option(
+    "--print-data-log", is_flag=True, help="Print keys and payloads as UTF-8 (implies --deep-iteration)."
+)
+@click.option(
+    "--verify-index-only", is_flag=True, help="Check index entries against the log without printing them."
+)
+@click.option("--index-sanity-check", is_flag=True, help="Only run the index sanity check.")
+@click.option(
+    "--max-bytes",
+    type=click.IntRange(0, MAX_INT),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Read at most this many bytes of each .log file.",
+)
+@click.option(
+    "--max-message-size",
+    type=click.IntRange(0, MAX_INT),
+    default=DEFAULT_MAX_MESSAGE_SIZE,
+    show_default=True,
+    help="Largest batch read at an offset-index position.",
+)
+@click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
+def dump(
+    files: tuple[str, ...],
+    deep_iteration: bool,
+    print_data_log: bool,
+    verify_index_only: bool,
+    index_sanity_check: bool,
+    max_bytes: int,
+    max_message_size: int,
+    skip_record_metadata: bool,
+) -> None:
+    """Print segment files exactly as Kafka's kafka-dump-log does.
+
+    A file that cannot be read gets one "error:" line on stderr; the other files are still dumped and
+    the exit status is 1.
+    """
+    options = DumpOptions(
+        deep_iteration=deep_iteration,
+        print_data_log=print_data_log,
+        verify_index_only=verify_index_only,
+        index_sanity_check=index_sanity_check,
+        max_bytes=max_bytes,
+        max_message_size=max_message_size,
+        skip_record_metadata=skip_record_metadata,
+    )
+    paths = [path for value in files for path in value.split(",") if path]
+    if not paths:
+        raise click.BadParameter("no file given", param_hint="'--files'")
+    missing = [path for path in paths if not os.path.exists(path)]
+    if missing:
+        raise click.BadParameter(f"no such file: {', '.join(missing)}", param_hint="'--files'")
+    out, err = sys.stdout, sys.stderr
+    for stream in (out, err):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")  # print what the terminal cannot show as '?', like Java
+    report = DumpReport()
+    failed = 0
+    try:
+        for path in paths:
+            try:
+                for line in dump_file(path, options, report):
+                    (err if line.stderr else out).write(line.text + "\n")
+            except BrokenPipeError:
+                raise
+            except Exception as problem:  # one line per unreadable file, never a traceback
+                out.flush()
+                err.write(error_line(problem, path) + "\n")
+                failed += 1
+        out.flush()
+        for text in report.lines():
+            err.write(text + "\n")
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep Python from complaining at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(1) from None
+    if failed:
+        raise SystemExit(1)

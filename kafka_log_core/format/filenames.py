@@ -1,0 +1,187 @@
+"""Names of partition directories and segment files, as the broker writes and loads them.
+
+Log dir layout::
+
+    <log.dir>/
+        meta.properties, .lock, *-checkpoint                     log-dir level files (checkpoints module)
+        <topic>-<partition>/                                     one directory per partition
+            <20-digit base offset>.log | .index | .timeindex | .txnindex
+            <20-digit offset>.snapshot                           producer state (offset = exclusive end)
+            <any of the above>.deleted | .cleaned | .swap        markers of an unfinished operation
+            leader-epoch-checkpoint, partition.metadata
+        <topic>-<p>.<32 hex>-delete | -future | -stray           not live partitions: skipped
+        remote-log-index-cache/, __cluster_metadata-0/            not partition logs: skipped
+
+The partition directory name splits at the **last** ``-``, so topics may contain dashes. Segment file
+names carry the offset as exactly 20 zero-padded digits; when loading, the broker parses whatever text
+precedes the first ``.`` as a long, so shorter digit runs are accepted here too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from kafka_log_core.constants import MAX_INT, MAX_LONG
+from kafka_log_core.errors import UsageError
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+
+DELETED_MARKER = ".deleted"
+CLEANED_MARKER = ".cleaned"
+SWAP_MARKER = ".swap"
+MARKERS = (DELETED_MARKER, CLEANED_MARKER, SWAP_MARKER)
+
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+REMOTE_LOG_INDEX_CACHE_DIR = "remote-log-index-cache"
+METADATA_TOPIC = "__cluster_metadata"
+
+OFFSET_DIGITS = 20
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_SEGMENT_NAME = re.compile(
+    r"(?P<digits>[0-9]+)"
+    r"(?P<suffix>\.log|\.index|\.timeindex|\.txnindex|\.snapshot)"
+    r"(?P<marker>\.deleted|\.cleaned|\.swap)?"
+)
+
+_PARTITION = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    @property
+    def dir_name(self) -> str:
+        """The partition directory name the broker uses: ``<topic>-<partition>``."""
+        return f"{self.topic}-{self.partition}"
+
+    def __str__(self) -> str:
+        return self.dir_name
+
+
+class SegmentFileName(NamedTuple):
+    base_offset: int
+    suffix: str  # one of SEGMENT_SUFFIXES
+    marker: str | None  # one of MARKERS, or None for a live file
+
+
+def topic_name_problem(topic: str) -> str | None:
+    """Why Kafka would refuse ``topic`` as a topic name, or None when it is legal."""
+    if not topic:
+        return "a topic name cannot be empty"
+    if topic in (".", ".."):
+        return f"{topic!r} is not a legal topic name"
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name has {len(topic)} characters, the maximum is {MAX_TOPIC_NAME_LENGTH}"
+    if not _LEGAL_TOPIC.fullmatch(topic):
+        bad = sorted({ch for ch in topic if not _LEGAL_TOPIC.fullmatch(ch)})
+        return f"topic name {topic!r} contains {bad!r}; legal characters are ASCII letters, digits, '.', '_', '-'"
+    return None
+
+
+def is_valid_topic_name(topic: str) -> bool:
+    return topic_name_problem(topic) is None
+
+
+def validate_topic_name(topic: str) -> None:
+    """Raise UsageError naming the problem when Kafka would refuse ``topic``."""
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise UsageError(problem)
+
+
+def filename_prefix(offset: int) -> str:
+    """The 20-digit zero-padded prefix of segment and snapshot file names."""
+    if not 0 <= offset <= MAX_LONG:
+        raise UsageError(f"offset {offset} cannot name a segment file: expected 0..{MAX_LONG}")
+    return f"{offset:0{OFFSET_DIGITS}d}"
+
+
+def segment_file(
+    directory: str | os.PathLike[str], base_offset: int, suffix: str, marker: str | None = None
+) -> Path:
+    """Path of a segment (or snapshot) file, e.g. ``segment_file(d, 1234, ".log", ".cleaned")``."""
+    if suffix not in SEGMENT_SUFFIXES:
+        raise UsageError(f"unknown segment file suffix {suffix!r}: expected one of {SEGMENT_SUFFIXES}")
+    if marker is not None and marker not in MARKERS:
+        raise UsageError(f"unknown file marker {marker!r}: expected one of {MARKERS} or None")
+    return Path(directory) / (filename_prefix(base_offset) + suffix + (marker or ""))
+
+
+def parse_segment_file(name: str) -> SegmentFileName | None:
+    """Split a file name into (base offset, suffix, marker), or None for files that are not segment files."""
+    match = _SEGMENT_NAME.fullmatch(name)
+    if match is None:
+        return None
+    offset = int(match["digits"])
+    if offset > MAX_LONG:
+        return None
+    return SegmentFileName(offset, match["suffix"], match["marker"])
+
+
+def base_offset_of(path: str | os.PathLike[str]) -> int:
+    """The offset in a segment or snapshot file's name; UsageError for any other file name."""
+    parsed = parse_segment_file(Path(path).name)
+    if parsed is None:
+        raise UsageError(
+            f"{os.fspath(path)}: the file name carries no base offset (expected <digits>{SEGMENT_SUFFIXES})"
+        )
+    return parsed.base_offset
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """The partition a directory name belongs to, or None when the broker would not load it as a live log.
+
+    Skipped: ``-delete`` / ``-future`` / ``-stray`` directories, ``remote-log-index-cache``, every
+    ``__cluster_metadata`` partition (KRaft metadata log, different files) and names that do not have the
+    ``<topic>-<partition>`` form (the broker refuses to start on those; an offline tool just leaves them).
+    """
+    if name == REMOTE_LOG_INDEX_CACHE_DIR or name.endswith(
+        (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)
+    ):
+        return None
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not topic or not _PARTITION.fullmatch(partition):
+        return None
+    number = int(partition)
+    if number > MAX_INT or topic == METADATA_TOPIC:
+        return None
+    return TopicPartition(topic, number)
+
+
+def list_partition_dirs(log_dir: str | os.PathLike[str]) -> list[tuple[TopicPartition, Path]]:
+    """Every live partition directory of a log dir, sorted by (topic, partition)."""
+    found: list[tuple[TopicPartition, Path]] = []
+    with os.scandir(log_dir) as entries:
+        for entry in entries:
+            if not entry.is_dir():
+                continue
+            tp = parse_partition_dir(entry.name)
+            if tp is not None:
+                found.append((tp, Path(entry.path)))
+    found.sort(key=lambda item: item[0])
+    return found
+
+
+def list_segment_bases(directory: str | os.PathLike[str]) -> list[int]:
+    """Base offsets of the live ``.log`` files of a partition directory (no marker suffix), sorted."""
+    bases = []
+    for name in os.listdir(directory):
+        parsed = parse_segment_file(name)
+        if parsed and parsed.suffix == LOG_SUFFIX and parsed.marker is None:
+            bases.append(parsed.base_offset)
+    return sorted(bases)

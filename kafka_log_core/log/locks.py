@@ -1,0 +1,190 @@
+"""Never two writers: the broker's ``.lock`` and our own per-partition locks, in one file.
+
+A running broker holds an exclusive POSIX record lock over the whole of ``<log.dir>/.lock``
+(Java's ``FileChannel.tryLock`` is ``fcntl(F_SETLK)`` on Linux; ``flock`` would not see it). We take
+*byte-range* locks on the same file instead of creating files of our own:
+
+* byte 0, shared: held by every job process that writes in the log dir. A broker that holds the
+  file makes it fail (refused with a clear message); a broker that starts while we hold it fails to
+  get its own lock and refuses to start.
+* one byte per partition at ``1 + (64-bit digest of "<topic>-<partition>")``, exclusive: two jobs (or
+  a retried / speculative Spark task) can never write the same partition at once.
+* byte 1, exclusive, blocking: guards read-modify-write of the log-dir checkpoint files.
+
+POSIX locks die with the process, so a crashed job leaves nothing to clean up. They are also
+released when the process closes *any* descriptor of the file, so the descriptor is opened once per
+log dir and kept for the life of the process. They do not exclude two threads of one process either:
+this module keeps its own record of what the process holds (a partition byte held by one thread is
+busy for another; the checkpoint byte is also a thread lock).
+
+A log dir this process may not write (a backup mounted read-only, a directory of another user) gets a
+read-only descriptor: enough to see a broker's lock, which is all a dry run needs; a job that writes is
+refused with one line saying why (:func:`not_writable`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from kafka_log_core.errors import LogDirLockedError, PartitionBusyError, ReadOnlyLogDirError
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.log_dir import LOCK_FILE
+
+_BROKER_BYTE = 0
+_CHECKPOINT_BYTE = 1
+_fds: dict[str, int] = {}
+_read_only: set[str] = set()  # log dirs whose descriptor is read-only
+_holders: dict[str, int] = {}  # in-process count of partition locks holding byte 0 per log dir
+_held: set[tuple[str, int]] = set()  # (log dir, partition byte) held by some thread of this process
+_checkpoint_guards: dict[str, threading.Lock] = {}
+_guard = threading.Lock()
+
+
+def not_writable(log_dir: str | os.PathLike[str]) -> str | None:
+    """Why a job that writes cannot work in ``log_dir`` (one line), or None when it can."""
+    d = Path(log_dir)
+    try:
+        read_only_mount = bool(os.statvfs(d).f_flag & os.ST_RDONLY)
+    except OSError:
+        return None  # not even readable: the listing says so
+    if read_only_mount:
+        return f"{d} is on a read-only file system: a job that writes cannot run on it (--dry-run and report only read)"
+    if not os.access(d, os.W_OK | os.X_OK):
+        return f"{d} is not writable by this user: a job that writes cannot run on it (--dry-run and report only read)"
+    return None
+
+
+def _fd(log_dir: Path) -> int:
+    """This process's one descriptor of ``<log_dir>/.lock``: read-write (created if missing) when the log
+    dir can be written, else read-only (enough for a shared lock: seeing a broker)."""
+    key = os.fspath(log_dir.resolve())
+    with _guard:
+        fd = _fds.get(key)
+        if fd is None:
+            path = os.path.join(key, LOCK_FILE)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                if err.errno not in (errno.EROFS, errno.EACCES, errno.EPERM) or not os.path.exists(path):
+                    raise ReadOnlyLogDirError(not_writable(key) or f"{path}: {err.strerror}") from err
+                fd = os.open(path, os.O_RDONLY)
+                _read_only.add(key)
+            _fds[key] = fd
+        return fd
+
+
+def _writable_fd(log_dir: Path) -> int:
+    fd = _fd(log_dir)
+    key = os.fspath(log_dir.resolve())
+    if key in _read_only:
+        raise ReadOnlyLogDirError(
+            not_writable(key) or f"{log_dir / LOCK_FILE} cannot be opened for writing by this user"
+        )
+    return fd
+
+
+def _partition_byte(tp: TopicPartition) -> int:
+    digest = hashlib.blake2b(tp.dir_name.encode("utf-8"), digest_size=7).digest()
+    return 2 + int.from_bytes(digest, "big")
+
+
+def _try(fd: int, kind: int, start: int) -> bool:
+    try:
+        fcntl.lockf(fd, kind | fcntl.LOCK_NB, 1, start)
+        return True
+    except OSError as err:
+        if err.errno in (errno.EACCES, errno.EAGAIN):
+            return False
+        raise
+
+
+def broker_holds(log_dir: str | os.PathLike[str]) -> bool:
+    """True when another process (a broker) holds a lock covering byte 0 of ``.lock``."""
+    d = Path(log_dir)
+    if not (d / LOCK_FILE).exists():
+        return False
+    try:
+        fd = _fd(d)
+    except (OSError, ReadOnlyLogDirError):
+        return False  # a .lock this user cannot even read: nothing to learn from it
+    with _guard:
+        if _holders.get(os.fspath(d.resolve()), 0):
+            return False  # we hold it ourselves
+        if _try(fd, fcntl.LOCK_SH, _BROKER_BYTE):
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, _BROKER_BYTE)
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def partition_lock(log_dir: str | os.PathLike[str], tp: TopicPartition) -> Iterator[None]:
+    """Hold the log dir against a broker and ``tp`` against other jobs, or raise LogDirLockedError
+    (PartitionBusyError when it is another job, or another thread of this one, that writes ``tp``)."""
+    d = Path(log_dir)
+    fd = _writable_fd(d)
+    key = os.fspath(d.resolve())
+    lock_path = d / LOCK_FILE
+    byte = _partition_byte(tp)
+    busy = PartitionBusyError(
+        f"partition {tp} in {d} is being written by another kafka-log-jobs process (lock on {lock_path}): "
+        "skipped, a later run takes it up"
+    )
+    with _guard:
+        if (key, byte) in _held:
+            raise busy
+        if not _holders.get(key, 0) and not _try(fd, fcntl.LOCK_SH, _BROKER_BYTE):
+            raise LogDirLockedError(
+                f"{lock_path} is locked by another process: a Kafka broker is running on this log dir; "
+                "stop it before running a job that writes"
+            )
+        _holders[key] = _holders.get(key, 0) + 1
+        _held.add((key, byte))
+    try:
+        if not _try(fd, fcntl.LOCK_EX, byte):
+            raise busy
+        try:
+            yield
+        finally:
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, byte)
+    finally:
+        with _guard:
+            _held.discard((key, byte))
+            _holders[key] -= 1
+            if not _holders[key]:
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, _BROKER_BYTE)
+
+
+@contextlib.contextmanager
+def checkpoint_lock(log_dir: str | os.PathLike[str], timeout_s: float = 60.0) -> Iterator[None]:
+    """Serialise read-modify-write of the log dir's checkpoint files between job processes, and between
+    the threads of this one. Every writer of a log-dir file updates it inside this lock."""
+    d = Path(log_dir)
+    fd = _writable_fd(d)
+    key = os.fspath(d.resolve())
+    with _guard:
+        in_process = _checkpoint_guards.setdefault(key, threading.Lock())
+    timed_out = LogDirLockedError(
+        f"timed out after {timeout_s:g} s waiting for the checkpoint lock on {d / LOCK_FILE}"
+    )
+    deadline = time.monotonic() + timeout_s
+    if not in_process.acquire(timeout=timeout_s):
+        raise timed_out
+    try:
+        while not _try(fd, fcntl.LOCK_EX, _CHECKPOINT_BYTE):
+            if time.monotonic() > deadline:
+                raise timed_out
+            time.sleep(0.01)
+        try:
+            yield
+        finally:
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, _CHECKPOINT_BYTE)
+    finally:
+        in_process.release()

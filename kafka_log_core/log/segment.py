@@ -1,0 +1,259 @@
+"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and optional ``.txnindex``.
+
+Reads are lazy: sizes and mtimes come from ``stat``; the max timestamp from the last time-index
+entry (the broker's ``largestTimestamp``); batch headers only when a rule needs them. The whole
+``.log`` is read into memory only by compaction and deep reads.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from kafka_log_core.constants import MAX_LONG
+from kafka_log_core.errors import CorruptDataError, CorruptIndexError
+from kafka_log_core.format import log_file
+from kafka_log_core.format.filenames import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file,
+)
+from kafka_log_core.format.log_file import FileBatch
+from kafka_log_core.format.offset_index import OffsetIndex, parse_offset_index
+from kafka_log_core.format.time_index import TimeIndex, parse_time_index
+from kafka_log_core.format.txn_index import AbortedTxn, read_txn_index
+from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels import segment_kernels
+
+_OFFSET_SIZE = struct.Struct(">qi")
+
+
+@dataclass(frozen=True, eq=False)
+class Segment:
+    directory: Path
+    base_offset: int
+    size: int  # bytes of the .log
+    mtime_ms: int  # .log modification time, the broker's lastModified
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], base_offset: int) -> Segment:
+        path = segment_file(directory, base_offset, LOG_SUFFIX)
+        st = path.stat()
+        return cls(Path(directory), base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
+
+    # ------------------------------------------------------------------ files
+    @property
+    def log_path(self) -> Path:
+        return segment_file(self.directory, self.base_offset, LOG_SUFFIX)
+
+    @property
+    def index_path(self) -> Path:
+        return segment_file(self.directory, self.base_offset, INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self) -> Path:
+        return segment_file(self.directory, self.base_offset, TIME_INDEX_SUFFIX)
+
+    @property
+    def txn_index_path(self) -> Path:
+        return segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX)
+
+    def files(self) -> list[Path]:
+        """The segment's files that exist (``.log`` first)."""
+        paths = [self.log_path, self.index_path, self.time_index_path, self.txn_index_path]
+        return [p for p in paths if p.exists()]
+
+    # ------------------------------------------------------------------ contents
+    def read(self) -> bytes | mmap.mmap:
+        """The whole ``.log`` (cached: compaction reads a segment twice, once per pass)."""
+        data = self._cache.get("data")
+        if data is None:
+            data = log_file.read_log(self.log_path)
+            self._cache["data"] = data
+        return data
+
+    def buffer(self) -> np.ndarray:
+        """The whole ``.log`` as a read-only uint8 array over its memory map (cached with ``read``): what
+        the compiled passes walk."""
+        array = self._cache.get("array")
+        if array is None:
+            array = kernels.as_bytes(self.read())
+            self._cache["array"] = array
+        return array
+
+    def drop_cache(self) -> None:
+        self._cache.clear()
+
+    def headers(self, start_position: int = 0) -> np.ndarray:
+        """Every batch header from ``start_position`` as rows of ``segment_kernels.HEADER_ROW``, from one
+        compiled scan (not strict: a partial batch at the end is left out, as readers do)."""
+        cached = "array" in self._cache
+        array = self.buffer()
+        try:
+            status, position, rows = segment_kernels.scan_headers(array, start_position, array.shape[0])
+            if status != segment_kernels.DONE:  # the readable reader raises with the detail
+                for _ in log_file.iter_batches(self.read(), self.log_path, position):
+                    break
+                raise CorruptDataError("malformed batch", self.log_path, position)
+            return segment_kernels.header_rows(rows)
+        finally:
+            if not cached:
+                self.drop_cache()
+
+    def batches(self, start_position: int = 0, *, strict: bool = True) -> Iterator[FileBatch]:
+        """Batches from ``start_position``. ``strict``: a partial trailing batch is corruption (the
+        broker's recovery would truncate it; we refuse to guess)."""
+        return log_file.iter_batches(self.read(), self.log_path, start_position, strict=strict)
+
+    @cached_property
+    def offset_index(self) -> OffsetIndex:
+        path = self.index_path
+        data = path.read_bytes() if path.exists() else b""
+        return parse_offset_index(data, self.base_offset, path)
+
+    @cached_property
+    def time_index(self) -> TimeIndex:
+        path = self.time_index_path
+        data = path.read_bytes() if path.exists() else b""
+        return parse_time_index(data, self.base_offset, path)
+
+    @cached_property
+    def aborted_txns(self) -> tuple[AbortedTxn, ...]:
+        path = self.txn_index_path
+        if not path.exists():
+            return ()
+        return tuple(read_txn_index(path, self.base_offset))
+
+    # ------------------------------------------------------------------ broker's derived values
+    @cached_property
+    def largest_timestamp(self) -> int:
+        """Last time-index timestamp if >= 0, else the .log mtime (LogSegment.largestTimestamp)."""
+        ts = self.time_index.last_entry.timestamp if len(self.time_index) else -1
+        return ts if ts >= 0 else self.mtime_ms
+
+    @cached_property
+    def first_batch_timestamp(self) -> int:
+        """maxTimestamp of the first batch if >= 0, else Long.MAX (LogSegment.getFirstBatchTimestamp)."""
+        if self.size == 0:
+            return MAX_LONG
+        head = _read_head(self.log_path, 61)
+        for batch in log_file.iter_batches(head, self.log_path):
+            ts = batch.max_timestamp
+            return ts if ts >= 0 else MAX_LONG
+        # The first batch is larger than the head we read: fall back to the full file.
+        for batch in self.batches(strict=False):
+            ts = batch.max_timestamp
+            return ts if ts >= 0 else MAX_LONG
+        return MAX_LONG
+
+    @cached_property
+    def read_next_offset(self) -> int:
+        """Last batch's last offset + 1, or the base offset when empty (scan from the last index entry)."""
+        start = self.offset_index.last_entry.position if len(self.offset_index) else 0
+        if start > self.size:
+            raise CorruptIndexError(
+                f"offset index points at position {start} past the end of the log ({self.size} bytes)",
+                self.index_path,
+            )
+        last = None
+        for batch in self.header_scan(start):
+            last = batch
+        return self.base_offset if last is None else last.last_offset + 1
+
+    def header_scan(self, start_position: int = 0) -> Iterator[FileBatch]:
+        """Batch headers without reading the whole file when it is not cached (seek + 17-byte reads)."""
+        if "data" in self._cache:
+            yield from log_file.iter_batches(self._cache["data"], self.log_path, start_position, strict=False)
+            return
+        with open(self.log_path, "rb") as f:
+            pos = start_position
+            while pos + 17 < self.size:
+                f.seek(pos)
+                head = f.read(12)
+                _, size = _OFFSET_SIZE.unpack(head)
+                if size < log_file.MIN_ENTRY_SIZE or pos + 12 + size > self.size:
+                    break
+                f.seek(pos)
+                chunk = f.read(min(12 + size, 12 + 61 + 64))
+                if size + 12 <= len(chunk):
+                    batch = next(log_file.iter_batches(chunk, self.log_path))
+                else:
+                    batch = next(log_file.iter_batches(_read_at(f, pos, 12 + size), self.log_path))
+                yield FileBatch(pos, batch.header, batch.data, batch.path)
+                pos += 12 + size
+
+    def lookup_position(self, offset: int) -> int:
+        """Byte position of the first batch with last offset >= ``offset`` (floor index entry, then scan),
+        or the size of the log when there is none."""
+        start = self.offset_index.lookup(offset).position
+        for batch in self.header_scan(start):
+            if batch.last_offset >= offset:
+                return batch.position
+        return self.size
+
+
+def _read_head(path: Path, n: int) -> bytes:
+    with open(path, "rb") as f:
+        head = f.read(12)
+        if len(head) < 12:
+            return head
+        _, size = _OFFSET_SIZE.unpack(head)
+        return head + f.read(max(min(size, 1 << 24), n - 12))
+
+
+def _read_at(f, pos: int, n: int) -> bytes:
+    f.seek(pos)
+    data = f.read(n)
+    if len(data) != n:
+        raise CorruptDataError(f"expected {n} bytes, read {len(data)}", f.name, pos)
+    return data
+
+
+def check_indexes(segment: Segment) -> None:
+    """Refuse indexes that cannot describe this segment's log: Kafka's sanity checks, plus entries in
+    order and pointing inside the ``.log`` (a preallocated, zero-padded index fails here too). The broker
+    trusts indexes after a clean shutdown; we read through them, so we check before using them."""
+    offsets = segment.offset_index
+    offsets.sanity_check()
+    if len(offsets):
+        rel = offsets.entries["relative_offset"].astype("int64")
+        pos = offsets.entries["position"].astype("int64")
+        bad = (rel[1:] <= rel[:-1]) | (pos[1:] <= pos[:-1])
+        if bad.any():
+            n = int(bad.argmax()) + 1
+            raise CorruptIndexError(
+                f"entry {n} (offset {segment.base_offset + int(rel[n])}, position {int(pos[n])}) does not come "
+                f"after entry {n - 1} (offset {segment.base_offset + int(rel[n - 1])}, position {int(pos[n - 1])})",
+                segment.index_path,
+                n * 8,
+            )
+        if int(pos.max()) >= max(segment.size, 1) or int(pos.min()) < 0:
+            n = int((pos >= segment.size).argmax())
+            raise CorruptIndexError(
+                f"entry {n} points at position {int(pos[n])}, past the end of the log ({segment.size} bytes)",
+                segment.index_path,
+                n * 8,
+            )
+    times = segment.time_index
+    times.sanity_check()
+    if len(times):
+        ts = times.timestamps
+        rel = times.entries["relative_offset"].astype("int64")
+        bad = (ts[1:] <= ts[:-1]) | (rel[1:] < rel[:-1])
+        if bad.any():
+            n = int(bad.argmax()) + 1
+            raise CorruptIndexError(
+                f"entry {n} (timestamp {int(ts[n])}, offset {segment.base_offset + int(rel[n])}) is out of order",
+                segment.time_index_path,
+                n * 12,
+            )

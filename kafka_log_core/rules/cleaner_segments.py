@@ -1,0 +1,501 @@
+"""The Python side of the cleaner's compiled passes (:mod:`kafka_log_core.kernels.segment_kernels`).
+
+One kernel call covers a whole segment; this module does what the kernels hand back, and only that:
+
+* a compressed batch: decompressed here with the codec library, then the ``*_area`` kernel decides it
+  (and records it rebuilt are compressed here again);
+* a legacy (magic 0/1) entry: the readable path below;
+* an aborted transaction reaching its first offset, a full tracker table: :mod:`txn_tracker`;
+* a full output buffer: :class:`CleanedSegment` writes it out;
+* corrupt data: the batch is re-read with the readable code (``log_file``, ``record_batch``, ``scan``),
+  which raises the error with the file, the position and the detail.
+
+:class:`CleanedSegment` is the ``.cleaned`` output of one group: the kernels fill its buffer and its
+table of written batches; it streams the buffer to the file and builds the indexes from the table.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+
+from kafka_log_core import fsutil
+from kafka_log_core.errors import CorruptRecordError, KafkaLogError
+from kafka_log_core.format import compression, log_file, record_batch
+from kafka_log_core.format.filenames import (
+    CLEANED_MARKER,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file,
+)
+from kafka_log_core.format.legacy_records import LegacyRecord, encode_wrapper
+from kafka_log_core.format.log_file import FileBatch
+from kafka_log_core.format.txn_index import AbortedTxn, encode_txn_index
+from kafka_log_core.kernels import codec_kernels, scan
+from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.log.index_builder import IndexBuilder
+from kafka_log_core.log.segment import Segment
+from kafka_log_core.rules.producer_state import LastRecord
+from kafka_log_core.rules.txn_tracker import TransactionTracker
+from kafka_log_core.settings.config import LogConfig
+
+OUTPUT_BYTES = 4 * 1024 * 1024  # output buffer of pass 2, written out whenever it fills
+_NO_SCRATCH = np.empty(0, dtype=np.uint8)
+SCRATCH_BYTES = 4 * 1024 * 1024  # rebuilt records of compressed batches, until the output is written
+
+
+# ============================================================================================ output
+class CleanedSegment:
+    """The ``.cleaned`` output of one group, written as it goes (log streamed, indexes at the end)."""
+
+    def __init__(self, directory: Path, base: int, cfg: LogConfig) -> None:
+        self.directory, self.base = directory, base
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            stale = segment_file(directory, base, suffix, CLEANED_MARKER)
+            if stale.exists():
+                stale.unlink()
+        self.log_path = segment_file(directory, base, LOG_SUFFIX, CLEANED_MARKER)
+        self._f = open(self.log_path, "wb")
+        self.position = 0  # bytes written to the file
+        self.builder = IndexBuilder(
+            base,
+            index_interval_bytes=cfg.index_interval_bytes,
+            segment_index_bytes=cfg.segment_index_bytes,
+            path=self.log_path,
+        )
+        self.txn_entries: list[AbortedTxn] = []
+        self._size(OUTPUT_BYTES)
+
+    def _size(self, n: int) -> None:
+        self.buffer = np.empty(n, dtype=np.uint8)
+        self.batches = np.zeros(n // sk.HEADER_SIZE + 1, dtype=sk.OUT_BATCH)  # every batch is >= 61 bytes
+
+    def start(self, st: np.ndarray) -> None:
+        """Point the pass state at this (empty) output."""
+        for name in ("out_used", "out_batches", "holes", "scratch_used"):
+            st[name] = 0
+        st["out_file_position"] = self.position
+
+    def flush(
+        self, st: np.ndarray, source: np.ndarray | None = None, scratch: np.ndarray | None = None
+    ) -> None:
+        """Write the buffered batches -- the holes filled: their rebuilt records in ``scratch`` compressed,
+        framed with the header fields of their batch in ``source`` -- and index them."""
+        used, n = int(st["out_used"][0]), int(st["out_batches"][0])
+        rows = self.batches[:n]
+        positions = rows["position"]
+        if int(st["holes"][0]):
+            if source is None or scratch is None:
+                raise RuntimeError("holes are filled from the segment they come from")
+            holes = np.flatnonzero(rows["hole_length"] >= 0)
+            pieces: list[bytes | memoryview] = []
+            cursor, extra = 0, np.zeros(n, dtype=np.int64)
+            for i in holes.tolist():
+                at = int(rows["position"][i]) - int(st["out_file_position"][0])
+                pieces.append(self.buffer.data[cursor:at])
+                cursor = at
+                data = _frame_hole(rows[i], source, scratch)
+                pieces.append(data)
+                extra[i] = len(data)
+            pieces.append(self.buffer.data[cursor:used])
+            for piece in pieces:
+                self._f.write(piece)
+            positions = positions + (np.cumsum(extra) - extra)  # each batch moves by the holes before it
+            written = int(extra.sum())
+            st["bytes_written"] += written
+            self.position += written
+        elif used:
+            self._f.write(self.buffer.data[:used])
+        self.position += used
+        if n:
+            self.builder.append_many(positions, rows["last_offset"], rows["max_timestamp"])
+        self.start(st)
+
+    def make_room(
+        self, st: np.ndarray, needed: int, source: np.ndarray | None = None, scratch: np.ndarray | None = None
+    ) -> None:
+        if int(st["out_used"][0]) or int(st["out_batches"][0]):
+            self.flush(st, source, scratch)
+        if needed > self.buffer.shape[0]:  # one batch larger than the buffer
+            self._size(needed)
+
+    def append(self, st: np.ndarray, data: bytes, last_offset: int, max_timestamp: int) -> None:
+        """A batch framed in Python (recompressed, legacy)."""
+        if self.buffer.shape[0] - int(st["out_used"][0]) < len(data) or int(st["out_batches"][0]) >= len(
+            self.batches
+        ):
+            self.make_room(st, len(data))
+        sk.append_output(self.buffer, self.batches, st, kernels.as_bytes(data), last_offset, max_timestamp)
+
+    def finish(self, st: np.ndarray, mtime_ms: int, like: Segment | None = None) -> list[Path]:
+        self.flush(st)
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        offsets, times = self.builder.finish()
+        paths = [self.log_path]
+        for suffix, data in ((INDEX_SUFFIX, offsets.encode()), (TIME_INDEX_SUFFIX, times.encode())):
+            path = segment_file(self.directory, self.base, suffix, CLEANED_MARKER)
+            fsutil.write_bytes_fsync(path, data)
+            paths.append(path)
+        if self.txn_entries:
+            path = segment_file(self.directory, self.base, TXN_INDEX_SUFFIX, CLEANED_MARKER)
+            fsutil.write_bytes_fsync(path, encode_txn_index(self.txn_entries))
+            paths.append(path)
+        for p in paths[:3]:
+            os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+        if like is not None:
+            _copy_ownership(like, paths)
+        return paths
+
+    def abort(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            p = segment_file(self.directory, self.base, suffix, CLEANED_MARKER)
+            if p.exists():
+                p.unlink()
+
+
+def _frame_hole(row: np.void, source: np.ndarray, scratch: np.ndarray) -> bytes:
+    """A compressed batch that lost records: its kept records (rebuilt by the kernel) compressed with its
+    codec at the default level, under its header with the new count, timestamps and attributes."""
+    position = int(row["source_position"])
+    header = record_batch.decode_header(source.data[position : position + record_batch.HEADER_SIZE])
+    start = int(row["hole_start"])
+    records = scratch[start : start + int(row["hole_length"])]
+    body = compression.compress(header.compression, records.data, record_batch.MAGIC)
+    return record_batch.assemble_batch(
+        header.base_offset, header.partition_leader_epoch, int(row["attributes"]), header.last_offset_delta,
+        int(row["base_timestamp"]), int(row["max_timestamp"]), header.producer_id, header.producer_epoch,
+        header.base_sequence, int(row["count"]), body,
+    )  # fmt: skip
+
+
+def _copy_ownership(source: Segment, paths: list[Path]) -> None:
+    """Rewritten files keep the permissions (and, where we may, the owner) of the files they replace."""
+    st = source.log_path.stat()
+    for p in paths:
+        os.chmod(p, st.st_mode & 0o7777)
+        if hasattr(os, "chown") and (p.stat().st_uid, p.stat().st_gid) != (st.st_uid, st.st_gid):
+            try:
+                os.chown(p, st.st_uid, st.st_gid)
+            except PermissionError:
+                pass  # not root: the files stay ours, as any copy by this user would
+
+
+# ============================================================================================ helpers
+def producer_array(active: dict[int, LastRecord]) -> np.ndarray:
+    """Active producers for the kernels' "last batch of its producer" rule, sorted by producer id."""
+    rows = np.zeros(len(active), dtype=sk.PRODUCER)
+    for i, pid in enumerate(sorted(active)):
+        last = active[pid]
+        rows[i] = (pid, -1 if last.last_data_offset is None else last.last_data_offset, last.producer_epoch)
+    return rows
+
+
+def _i32_at(buf: np.ndarray, position: int) -> int:
+    return int.from_bytes(buf[position : position + 4].tobytes(), "big", signed=True)
+
+
+def _batch_size(buf: np.ndarray, position: int) -> int:
+    return sk.LOG_OVERHEAD + _i32_at(buf, position + sk.BATCH_LENGTH_AT)
+
+
+def _entry(segment: Segment, position: int) -> FileBatch:
+    """The batch at ``position``, through the readable reader (strict: a truncated batch raises)."""
+    for batch in log_file.iter_batches(segment.read(), segment.log_path, position, strict=True):
+        return batch
+    raise CorruptRecordError("no batch where one was expected", segment.log_path, position)
+
+
+def raise_corrupt(segment: Segment, position: int, status: int) -> None:
+    """A kernel found corrupt data at ``position``: the readable code raises the precise error."""
+    batch = _entry(segment, position)
+    batch.verify()
+    if status == sk.ERR_CONTROL or (status == sk.ERR_RECORD and batch.is_control):
+        try:
+            record_batch.decode_control_record(cast(record_batch.Record, batch.records()[0]))
+        except CorruptRecordError as err:
+            if err.path is None:
+                raise CorruptRecordError(err.detail, segment.log_path, position) from err
+            raise
+    if status == sk.ERR_RECORD:
+        scan.record_table(batch)
+    raise CorruptRecordError(
+        f"{sk.STATUS_NAMES.get(status, status)} in batch at offset {batch.last_offset}",
+        segment.log_path,
+        position,
+    )
+
+
+class Run:
+    """The records of a run of consecutive compressed batches, decompressed with the codec libraries:
+    one buffer, and per batch its (start, end) in it, (-1, -1) where decompression failed (the kernel
+    asks for that error only if it needs the records: an aborted batch is dropped unread)."""
+
+    LIMIT = 1024  # batches per run
+
+    def __init__(self, buf: np.ndarray, position: int) -> None:
+        _, positions, sizes, codecs = sk.compressed_run(buf, position, buf.shape[0], self.LIMIT)
+        view = buf.data
+        header = record_batch.HEADER_SIZE
+        parts, starts, ends = [], [], []
+        at = 0
+        for p, size, codec in zip(positions.tolist(), sizes.tolist(), codecs.tolist(), strict=True):
+            try:
+                raw = compression.decompress(codec, view[p + header : p + size], record_batch.MAGIC)
+            except KafkaLogError:
+                starts.append(-1)
+                ends.append(-1)
+                continue
+            parts.append(raw)
+            starts.append(at)
+            at += len(raw)
+            ends.append(at)
+        self.areas = kernels.as_bytes(b"".join(parts))
+        self.bounds = np.ascontiguousarray(np.array([starts, ends], dtype=np.int64).reshape(2, -1).T)
+
+
+def new_karea(size: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The buffer the kernels decompress lz4 batches into: writable, and the same memory read-only (the
+    type every record source has in the kernels). One chunk's worth; made larger on STOP_AREA_ROOM."""
+    writable = np.empty(max(size, KAREA_BYTES), dtype=np.uint8)
+    return writable, kernels.as_bytes(writable.view())
+
+
+KAREA_BYTES = 8 * 1024 * 1024
+
+
+def larger_karea(karea: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return new_karea(2 * karea[0].shape[0] + codec_kernels.LZ4_MAX_BLOCK)
+
+
+class Chunk:
+    """The chunk the pass kernels walk records into, kept between their calls (``segment_kernels``)."""
+
+    def __init__(self, records: int = sk.CHUNK_RECORDS) -> None:
+        self.rec, self.dig, self.bat = sk.new_chunk(records, sk.CHUNK_BATCHES)
+        self.state = np.zeros(1, dtype=sk.CHUNK_STATE)
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.rec, self.dig, self.bat, self.state
+
+    def grow(self) -> None:
+        """Room for the batch that did not fit (the chunk starts again there)."""
+        self.rec, self.dig, self.bat = sk.new_chunk(int(self.state["records_needed"][0]), sk.CHUNK_BATCHES)
+        self.state[:] = 0
+
+
+NO_RUN_AREAS = kernels.EMPTY_BYTES
+NO_RUN_BOUNDS = np.zeros((0, 2), dtype=np.int64)
+
+
+def verify_segment(segment: Segment) -> None:
+    """Framing and CRC of every batch (CRC32C in one compiled pass; legacy CRC32 entry by entry)."""
+    buf = segment.buffer()
+    position = 0
+    while True:
+        status, position = sk.verify_batches(buf, position, buf.shape[0])
+        if status == sk.DONE:
+            return
+        if status != sk.STOP_LEGACY:
+            raise_corrupt(segment, position, status)
+        batch = _entry(segment, position)
+        batch.verify()
+        position += batch.size_in_bytes
+
+
+# ============================================================================================ pass 1
+def new_store(rows: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
+    """A digest store of ``rows`` rows and its state (``segment_kernels.STORE_*``)."""
+    return np.empty((rows, 3), dtype=np.uint64), sk.new_state(sk.STORE_STATE, mode=mode, valid=True)
+
+
+NO_STORE = (sk.NO_STORE, sk.new_state(sk.STORE_STATE, mode=sk.STORE_NONE))
+
+
+def map_segment(
+    segment: Segment, position: int, slots: np.ndarray, tracker: TransactionTracker, st: np.ndarray,
+    store: tuple[np.ndarray, np.ndarray] = NO_STORE,
+) -> bool:  # fmt: skip
+    """Pass 1 over one segment from ``position``. True when the map filled (the round ends there).
+    ``store``: where the key digests go for pass 2 (``new_store(rows, STORE_FILL)``)."""
+    buf = segment.buffer()
+    st["position"] = position
+    st["area_next"] = 0
+    areas, bounds = NO_RUN_AREAS, NO_RUN_BOUNDS
+    karea = new_karea()
+    chunk = Chunk()
+    while True:
+        status = sk.build_map(
+            buf, buf.shape[0], areas, bounds, slots, tracker.table, tracker.state, tracker.events, *store, *karea,
+            *chunk.arrays, st,
+        )  # fmt: skip
+        position = int(st["position"][0])
+        if status == sk.DONE:
+            return False
+        if status == sk.STOP_MAP_FULL:
+            return True
+        if status == sk.STOP_TXN:
+            tracker.consume_up_to(int(st["last_offset"][0]))
+        elif status == sk.STOP_TXN_TABLE:
+            tracker.grow()
+        elif status == sk.STOP_AREA_ROOM:
+            karea = larger_karea(karea)
+        elif status == sk.STOP_CHUNK_ROOM:
+            chunk.grow()
+        elif status == sk.STOP_COMPRESSED:
+            run = Run(buf, position)
+            areas, bounds = run.areas, run.bounds
+            st["area_next"] = 0
+        elif status == sk.STOP_LEGACY:
+            full, size = _map_legacy(segment, position, slots, tracker, st)
+            if full:
+                return True
+            st["position"] = position + size
+        else:
+            raise_corrupt(segment, position, status)
+
+
+def _map_legacy(
+    segment: Segment, position: int, slots: np.ndarray, tracker: TransactionTracker, st: np.ndarray
+) -> tuple[bool, int]:
+    batch = _entry(segment, position)
+    batch.verify()
+    tracker.consume_up_to(batch.last_offset)  # legacy entries are never transactional
+    table = scan.record_table(batch)
+    row = st[0]
+    start = int(row["start_offset"])
+    mask = table.has_key & (table.offsets >= start)
+    consumed, keys, last = kernels.map_put_many(
+        slots, table.hash_hi, table.hash_lo, table.offsets, int(row["keys"]), int(row["capacity"]), mask
+    )
+    row["keys"] = keys
+    row["puts"] += int(mask[:consumed].sum())
+    row["scanned"] += len(table)
+    if last >= 0:
+        row["latest_offset"] = last
+    if consumed < len(table):
+        return True, batch.size_in_bytes
+    if batch.last_offset >= start:
+        row["latest_offset"] = batch.last_offset
+    return False, batch.size_in_bytes
+
+
+# ============================================================================================ pass 2
+def clean_segment(
+    segment: Segment, out: CleanedSegment, slots: np.ndarray, producers: np.ndarray, tracker: TransactionTracker,
+    st: np.ndarray, retain_legacy_deletes: bool, digests: np.ndarray | None = None,
+) -> None:  # fmt: skip
+    """Pass 2 over one whole segment into ``out``; ``digests``: what pass 1 stored for this segment."""
+    store = NO_STORE if digests is None else (digests, sk.new_state(sk.STORE_STATE, mode=sk.STORE_USE))
+    buf = segment.buffer()
+    st["position"] = 0
+    st["area_next"] = 0
+    areas, bounds, scratch = NO_RUN_AREAS, NO_RUN_BOUNDS, _NO_SCRATCH
+    karea = new_karea()
+    chunk = Chunk()
+    while True:
+        status = sk.clean(  # type: ignore[call-arg]  # numba stubs: a fixed arity
+            buf, buf.shape[0], areas, bounds, slots, producers, tracker.table, tracker.state, tracker.events,
+            out.buffer, out.batches, scratch, *store, *karea, *chunk.arrays, st,
+        )  # fmt: skip
+        out.txn_entries += tracker.take_events()
+        position = int(st["position"][0])
+        if status == sk.DONE:
+            if int(st["holes"][0]):  # the holes are filled from this segment's bytes
+                out.flush(st, buf, scratch)
+            return
+        if status == sk.STOP_OUTPUT:
+            count = max(_i32_at(buf, position + sk.RECORDS_COUNT_AT), 0)
+            needed = _batch_size(buf, position) + sk.REBUILD_GROWTH_PER_RECORD * count + sk.HEADER_SIZE
+            out.make_room(st, needed, buf, scratch)
+        elif status == sk.STOP_TXN:
+            tracker.consume_up_to(int(st["last_offset"][0]))
+        elif status == sk.STOP_TXN_TABLE:
+            tracker.grow()
+        elif status == sk.STOP_AREA_ROOM:
+            karea = larger_karea(karea)
+        elif status == sk.STOP_CHUNK_ROOM:
+            chunk.grow()
+        elif status == sk.STOP_SCRATCH:
+            out.flush(st, buf, scratch)  # the holes' records are in the old one
+            scratch = np.empty(max(2 * int(st["scratch_needed"][0]), SCRATCH_BYTES), dtype=np.uint8)
+        elif status == sk.STOP_COMPRESSED:
+            run = Run(buf, position)
+            areas, bounds = run.areas, run.bounds
+            st["area_next"] = 0
+        elif status == sk.STOP_LEGACY:
+            if int(st["holes"][0]):
+                out.flush(st, buf, scratch)
+            size = _clean_legacy(segment, position, out, slots, tracker, st, retain_legacy_deletes)
+            st["position"] = position + size
+        else:
+            raise_corrupt(segment, position, status)
+
+
+def _clean_legacy(
+    segment: Segment, position: int, out: CleanedSegment, slots: np.ndarray, tracker: TransactionTracker,
+    st: np.ndarray, retain_legacy_deletes: bool,
+) -> int:  # fmt: skip
+    """One legacy entry (never transactional, never a producer's, no horizon): the spec's rules R2-R5
+    for magic 0/1. Returns its size."""
+    batch = _entry(segment, position)
+    tracker.consume_up_to(batch.last_offset)
+    row = st[0]
+    retain_empty = batch.next_offset == int(row["upper_bound"])
+    table = scan.record_table(batch)
+    keep, kept, tombs, kept_tombs = kernels.decide_keep(
+        table.offsets, table.key_len, table.value_null, table.hash_hi, table.hash_lo, slots,
+        int(row["latest_offset"]), retain_legacy_deletes, kernels.KEEP_BY_RULES,
+    )  # fmt: skip
+    n = len(table)
+    row["records_read"] += n
+    row["bytes_read"] += batch.size_in_bytes
+    row["tombstones_read"] += tombs
+    row["records_retained"] += kept
+    row["tombstones_retained"] += kept_tombs
+    header = cast(LegacyRecord, batch.header)
+    if kept:
+        magic_mismatch = any(r.magic != header.magic for r in table.legacy)
+        if kept == n and not magic_mismatch:
+            out.append(st, bytes(batch.data), batch.last_offset, batch.max_timestamp)
+        else:
+            data, max_ts = _rebuild_legacy(batch, header, table, keep)
+            out.append(st, data, batch.last_offset, max_ts)
+    elif retain_empty:
+        row["batches_emptied"] += 1
+        out.append(st, bytes(batch.data), batch.last_offset, batch.max_timestamp)  # the broker throws here
+    return batch.size_in_bytes
+
+
+def _rebuild_legacy(
+    batch: FileBatch, header: LegacyRecord, table: scan.RecordTable, keep: np.ndarray
+) -> tuple[bytes, int]:
+    kept = [r for r, k in zip(table.legacy, keep.tolist(), strict=True) if k]
+    log_append = header.magic == 1 and header.timestamp_type == 1
+    if header.compression == compression.NONE:
+        return bytes(batch.data), batch.max_timestamp  # one record per entry: kept whole or dropped whole
+    # The builder writes every inner message with the wrapper's magic; under LogAppendTime each carries
+    # the append time and the timestamp-type bit.
+    inner_attributes = 0x08 if log_append else 0
+    inner = [
+        LegacyRecord(r.offset, header.magic, inner_attributes, header.timestamp if log_append else r.timestamp, 0,
+                     r.key, r.value)
+        for r in kept
+    ]  # fmt: skip
+    wrapper_ts = (
+        header.timestamp if log_append else (max(r.timestamp for r in kept) if header.magic == 1 else -1)
+    )
+    data = encode_wrapper(
+        inner, header.magic, header.compression, wrapper_timestamp=wrapper_ts, log_append_time=log_append
+    )
+    return data, wrapper_ts

@@ -1,0 +1,83 @@
+"""Transaction tracking of one cleaner pass (Kafka's CleanedTransactionMetadata, spec §6).
+
+Which transactional batches belong to an aborted transaction, which markers can go. The state the
+compiled passes need per batch lives in a table they read and update themselves
+(``segment_kernels.TXN_SLOT``: producer id -> committed / aborted / last offset observed), so committed
+transactional data never comes back to Python. Python keeps what changes once per aborted
+transaction: the heap of aborted transactions (``.txnindex`` entries) ordered by first offset; the
+kernels stop at the first batch that reaches the next one (``next_aborted_first``) and
+:meth:`TransactionTracker.consume_up_to` moves it into the table.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from kafka_log_core.format.txn_index import AbortedTxn
+from kafka_log_core.kernels import segment_kernels as sk
+
+INITIAL_SLOTS = 64
+
+
+def _empty_table(slots: int) -> np.ndarray:
+    table = np.zeros(slots, dtype=sk.TXN_SLOT)
+    table["producer_id"] = sk.EMPTY_PID
+    return table
+
+
+class TransactionTracker:
+    """``record_events``: kept ABORT markers report their transaction (pass 2 writes it into the output
+    segment's ``.txnindex``); pass 1 only needs the decisions."""
+
+    def __init__(self, record_events: bool = False) -> None:
+        self._heap: list[tuple[int, int, int, int]] = []  # (first offset, last offset, producer id, index)
+        self._seen: set[AbortedTxn] = set()
+        self.aborted: list[AbortedTxn] = []
+        self.table = _empty_table(INITIAL_SLOTS)
+        self.state = sk.new_state(
+            sk.TXN_STATE,
+            next_aborted_first=sk.MAX_LONG,
+            limit=INITIAL_SLOTS // 2,
+            record_events=record_events,
+        )
+        self.events = np.zeros(INITIAL_SLOTS, dtype=np.int64)
+
+    def add_aborted(self, txns: list[AbortedTxn]) -> None:
+        for t in txns:
+            if t not in self._seen:
+                self._seen.add(t)
+                heapq.heappush(self._heap, (t.first_offset, t.last_offset, t.producer_id, len(self.aborted)))
+                self.aborted.append(t)
+        if len(self.aborted) >= self.events.shape[0]:  # each aborted transaction reports at most once
+            events = np.zeros(2 * len(self.aborted), dtype=np.int64)
+            events[: self.events.shape[0]] = self.events
+            self.events = events
+        self._next()
+
+    def consume_up_to(self, offset: int) -> None:
+        """Before a batch ending at ``offset``: every aborted transaction starting at or below it becomes
+        ongoing (a producer already in an aborted transaction keeps that one)."""
+        while self._heap and self._heap[0][0] <= offset:
+            _, _, pid, index = heapq.heappop(self._heap)
+            while not sk.txn_mark_aborted(self.table, self.state, pid, index):
+                self.grow()
+        self._next()
+
+    def grow(self) -> None:
+        table = _empty_table(2 * self.table.shape[0])
+        sk.txn_rehash(self.table, table)
+        self.table = table
+        self.state["limit"] = table.shape[0] // 2
+
+    def take_events(self) -> list[AbortedTxn]:
+        """Aborted transactions whose kept ABORT markers were written since the last call."""
+        n = int(self.state["events"][0])
+        if not n:
+            return []
+        self.state["events"] = 0
+        return [self.aborted[i] for i in self.events[:n].tolist()]
+
+    def _next(self) -> None:
+        self.state["next_aborted_first"] = self._heap[0][0] if self._heap else sk.MAX_LONG

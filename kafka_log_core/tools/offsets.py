@@ -1,0 +1,62 @@
+"""Offsets by time, answered from the indexes (UnifiedLog.fetchOffsetByTimestamp, spec cleaner §10 Q2).
+
+``-1`` latest (the log end offset), ``-2`` earliest (the log start offset), ``-3`` the offset of the
+record with the largest timestamp, any other value a timestamp in ms: the first record with a
+timestamp at or after it. Only the segment that holds the answer is read, from the index floor
+position: no whole-log scans.
+"""
+
+from __future__ import annotations
+
+from kafka_log_core.log.partition_log import PartitionLog
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def offset_for_time(log: PartitionLog, timestamp: int) -> int | None:
+    if timestamp == LATEST:
+        return log.log_end_offset
+    if timestamp == EARLIEST:
+        return log.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        return _max_timestamp_offset(log)
+    if timestamp < 0:
+        raise ValueError(f"unsupported special timestamp {timestamp} (expected -1, -2, -3 or a time in ms)")
+    return _offset_by_timestamp(log, timestamp)
+
+
+def _max_timestamp_offset(log: PartitionLog) -> int | None:
+    best = None
+    for segment in log.segments:
+        ts = segment.time_index.last_entry.timestamp if len(segment.time_index) else -1
+        if best is None or ts > best[0]:
+            best = (ts, segment)
+    if best is None or best[0] < 0:
+        return None
+    ts, segment = best
+    position = segment.offset_index.lookup(segment.time_index.last_entry.offset).position
+    for batch in segment.header_scan(position):
+        if batch.max_timestamp == ts:
+            for record in batch.records():
+                if record.timestamp == ts:
+                    return record.offset
+            return None
+    return None
+
+
+def _offset_by_timestamp(log: PartitionLog, target: int) -> int | None:
+    start = log.log_start_offset
+    for segment in log.segments:
+        if segment.largest_timestamp < target:
+            continue
+        floor = segment.time_index.lookup(target)
+        offset = max(floor.offset, start)
+        position = segment.offset_index.lookup(offset).position
+        for batch in segment.header_scan(position):
+            if batch.max_timestamp < target:
+                continue
+            for record in batch.records():
+                if record.timestamp >= target and record.offset >= start:
+                    return record.offset
+        return None
+    return None

@@ -1,0 +1,147 @@
+"""The jobs' result rows: one frozen dataclass per job, one row per partition directory.
+
+A row's fields ARE the job's result table: their order is the column order of the JSON, the printed table,
+CSV and Parquet; their types give the Spark and Arrow schema (``jobs.common.row_schema``): ``int`` is a
+Spark long, ``Int32`` an integer, ``float`` a double, ``bool`` a boolean, ``str`` a string; ``X | None``
+is a nullable column, a plain ``X`` a column that is never null. A field whose metadata says
+:data:`NOT_A_COLUMN` travels with the row to the driver but is not shown (how the driver finishes a log
+dir after recovery).
+
+A task fills its row through a :class:`RowDraft` (every change checked against the row's fields), and the
+row crosses the Spark boundary as a plain dict (:func:`dataclasses.asdict`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Generic, TypeVar
+
+#: Marks an ``int`` field stored as a 32-bit integer (Java int), e.g. a partition number.
+INT32 = "int32"
+Int32 = Annotated[int, INT32]
+#: Field metadata: carried by the row, not a column of the result table.
+NOT_A_COLUMN = {"column": False}
+
+
+@dataclass(frozen=True, slots=True)
+class CompactRow:
+    """One partition's result of the compact job."""
+
+    log_dir: str
+    topic: str
+    partition: Int32
+    status: str = "skipped"
+    reason: str | None = ""
+    settings: str | None = None
+    dirty_ratio: float | None = None
+    first_dirty_offset: int | None = None
+    first_uncleanable_offset: int | None = None
+    bytes_before: int | None = None
+    bytes_after: int | None = None
+    records_before: int | None = None
+    records_after: int | None = None
+    tombstones_removed: int | None = None
+    map_utilization: float | None = None
+    # what the broker's log loader recovered first (null when it recovered nothing)
+    recovered_segments: int | None = None
+    recovered_bytes: int | None = None
+    truncated_bytes: int | None = None
+    truncated_records: int | None = None
+    duration_ms: int | None = 0
+    recovery_state: str | None = field(default=None, metadata=NOT_A_COLUMN)
+    recovery_marker: str | None = field(default=None, metadata=NOT_A_COLUMN)
+
+
+@dataclass(frozen=True, slots=True)
+class RetainRow:
+    """One partition's result of the retain job."""
+
+    log_dir: str
+    topic: str
+    partition: Int32
+    status: str = "skipped"
+    reason: str | None = ""
+    settings: str | None = None
+    segments_deleted: int | None = 0
+    bytes_deleted: int | None = 0
+    log_start_offset_before: int | None = None
+    log_start_offset_after: int | None = None
+    recovered_segments: int | None = None
+    recovered_bytes: int | None = None
+    truncated_bytes: int | None = None
+    truncated_records: int | None = None
+    duration_ms: int | None = 0
+    recovery_state: str | None = field(default=None, metadata=NOT_A_COLUMN)
+    recovery_marker: str | None = field(default=None, metadata=NOT_A_COLUMN)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRow:
+    """One partition's row of the dry-run report (``work.report``)."""
+
+    log_dir: str
+    topic: str
+    partition: Int32
+    cleanup_policy: str | None = ""
+    cleanup_policy_source: str | None = None
+    segments: int | None = 0
+    total_bytes: int | None = 0
+    clean_bytes: int | None = None
+    cleanable_bytes: int | None = None
+    dirty_ratio: float | None = None
+    min_cleanable_dirty_ratio: float | None = None
+    min_cleanable_dirty_ratio_source: str | None = None
+    first_dirty_offset: int | None = None
+    first_uncleanable_offset: int | None = None
+    would_compact: bool | None = False
+    compact_reason: str | None = ""
+    duplicate_share: float | None = None
+    retention_segments: int | None = 0
+    retention_bytes: int | None = 0
+    retention_reason: str | None = ""
+    retention_log_start_offset: int | None = None
+    retention_ms: int | None = None
+    retention_ms_source: str | None = None
+    retention_bytes_setting: int | None = None
+    retention_bytes_source: str | None = None
+    oldest_segment_age_ms: int | None = None
+    reclaimable_bytes: int | None = 0
+    log_start_offset: int | None = None
+    log_end_offset: int | None = None
+    recovered_segments: int | None = None
+    recovered_bytes: int | None = None
+    truncated_bytes: int | None = None
+    truncated_records: int | None = None
+    status: str = "ok"
+    reason: str | None = ""
+    duration_ms: int | None = 0
+
+
+ResultRow = CompactRow | RetainRow | ReportRow
+R = TypeVar("R", CompactRow, RetainRow, ReportRow)
+
+
+def columns(row_type: type) -> list[str]:
+    """The result table's columns of ``row_type``, in order."""
+    return [f.name for f in dataclasses.fields(row_type) if f.metadata.get("column", True)]
+
+
+def failed_row(row_type: type, log_dir: str, topic: str, partition: int, reason: str, **more: Any) -> dict:
+    """A ``failed`` row of ``row_type`` as the driver collects it, the other columns at their defaults."""
+    return dataclasses.asdict(
+        row_type(log_dir=log_dir, topic=topic, partition=partition, status="failed", reason=reason, **more)
+    )
+
+
+class RowDraft(Generic[R]):
+    """A result row while a task fills it: :meth:`set` replaces fields of the frozen row (an unknown field
+    name is an error), :attr:`row` is the row so far -- what is reported even when the task fails midway."""
+
+    __slots__ = ("row",)
+
+    def __init__(self, row: R) -> None:
+        self.row: R = row
+
+    def set(self, **changes: Any) -> None:
+        self.row = dataclasses.replace(self.row, **changes)

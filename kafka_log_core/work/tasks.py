@@ -1,0 +1,445 @@
+"""Per-partition work units: what one Spark task (or one local call) does for one partition directory.
+
+The driver lists partition directories and reads the log-dir checkpoint files once; each task gets a
+small picklable :class:`PartitionTask` and returns one result row (a row of
+:mod:`kafka_log_core.work.rows`, as a dict). A task never raises for bad data or a refused operation: it reports the partition as
+``failed`` with a one-line reason naming the file and position, leaves it as it was, and the other
+partitions go on.
+
+A task that writes plans under the partition's lock from what is on disk then (:func:`holding`): the
+checkpoint entries are read again, since another job may have cleaned or trimmed the partition after the
+driver's listing; a partition another job is writing is ``skipped`` with that reason. Every update of a
+log-dir checkpoint file is a read-modify-write under the log dir's checkpoint lock, so concurrent jobs on
+different partitions never lose each other's entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka_log_core.errors import (
+    ConfigError,
+    HighWatermarkMissingError,
+    InsufficientSpaceError,
+    KafkaLogError,
+    PartitionBusyError,
+    RefusedError,
+)
+from kafka_log_core.format.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log import locks
+from kafka_log_core.log.log_dir import read_partition_checkpoints
+from kafka_log_core.log.partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionCheckpoints, PartitionLog
+from kafka_log_core.log.segment import check_indexes
+from kafka_log_core.rules import cleaner, leftovers, recovery, retention
+from kafka_log_core.rules.producer_state import build_producer_table
+from kafka_log_core.settings.config import ConfigSet, LogConfig, TopicSettings
+from kafka_log_core.work.estimate import estimate_compaction
+from kafka_log_core.work.rows import CompactRow, R, RetainRow, RowDraft
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTask:
+    log_dir: str
+    topic: str
+    partition: int
+    checkpoints: PartitionCheckpoints
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    now_ms: int
+    dry_run: bool = False
+    require_high_watermark: bool = False
+    force: bool = False
+    log_start_offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
+    recover: bool = True  # False (--no-recover): refuse partitions the broker's loader would change
+
+    def log_start_offset_for(self, tp: TopicPartition) -> int | None:
+        """The ``--log-start-offset`` the operator gave for this partition, if any."""
+        return next((o for t, p, o in self.log_start_offsets if (t, p) == (tp.topic, tp.partition)), None)
+
+
+Configs = ConfigSet | Mapping[str, ConfigSet]  # one for every log dir, or each log dir's own
+
+
+def configs_for(configs: Configs, log_dir: str) -> ConfigSet:
+    return configs if isinstance(configs, ConfigSet) else configs[log_dir]
+
+
+def topic_settings(task: PartitionTask, configs: ConfigSet) -> TopicSettings:
+    """The topic's settings; a ConfigError when its settings in the metadata log cannot be used."""
+    settings = configs.settings(task.topic)
+    if settings.error is not None:
+        raise ConfigError(f"topic {task.topic}: {settings.error}")
+    return settings
+
+
+def stray_reason(task: PartitionTask, configs: ConfigSet) -> str | None:
+    """Why the partition directory is not the cluster metadata's partition (never touched then)."""
+    if configs.cluster is None:
+        return None
+    return configs.cluster.stray_reason(Path(task.log_dir) / task.tp.dir_name, task.topic, task.partition)
+
+
+UNKNOWN_SETTINGS = "no configuration known for topic "
+
+
+def unknown_settings_reason(topic: str, names: list[str], consequence: str, configs: ConfigSet) -> str:
+    """The one line for a topic whose deciding settings would be guesses."""
+    metadata = configs.metadata_problem or "no cluster metadata log lists the topic"
+    return (
+        f"{UNKNOWN_SETTINGS}{topic} ({', '.join(names)} unknown: {metadata}, and no "
+        f"conf/topics/{topic}.properties or --topic-config {topic}:KEY=VALUE names it): {consequence}; "
+        "tell it with a topic file, --topic-config, or --assume-broker-defaults"
+    )
+
+
+def run_guarded(task: PartitionTask, row_type: type[R], body: Callable[[RowDraft[R]], None]) -> dict:
+    """Run ``body`` to fill the task's ``row_type`` row; turn any error into a failed row with a one-line
+    reason (the columns filled before the error stay). The row as a dict, ready to cross to the driver."""
+    started = time.monotonic()
+    row = RowDraft(row_type(log_dir=task.log_dir, topic=task.topic, partition=task.partition))
+    try:
+        body(row)
+    except PartitionBusyError as err:  # another job writes it now: its result stands, nothing failed
+        row.set(status="skipped", reason=str(err))
+    except KafkaLogError as err:
+        row.set(status="failed", reason=str(err))
+    except OSError as err:
+        row.set(status="failed", reason=f"{type(err).__name__}: {err}")
+    except Exception as err:  # a bug: still one line in the table, with where it happened
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        row.set(
+            status="failed",
+            reason=f"internal error {type(err).__name__}: {err} ({os.path.basename(where.filename)}:{where.lineno})",
+        )
+    row.set(duration_ms=int((time.monotonic() - started) * 1000))
+    return dataclasses.asdict(row.row)
+
+
+def prepare(
+    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: RowDraft
+) -> PartitionLog:
+    """What the broker's loader does first: leftovers of an unfinished operation resolved, segments
+    recovered (after an unclean shutdown, or where an index is missing) -- applied, or in a dry run only
+    described and looked at as they would be -- then the partition opened and checked; HW rule applied."""
+    directory = Path(task.log_dir) / task.tp.dir_name
+    plan = leftovers.plan_leftovers(directory)
+    if not plan.empty:
+        verb = "would resolve" if opts.dry_run else "resolved"
+        notes.append(f"{verb} leftovers of an unfinished operation: {'; '.join(plan.describe())}")
+        if not opts.dry_run:
+            leftovers.apply_leftovers(plan)
+    check_inside(Path(task.log_dir), directory)
+    log = load(task, cfg, opts, notes, cs, row)
+    for segment in log.segments:
+        check_inside(Path(task.log_dir), segment.log_path)
+        check_indexes(segment)
+    log.validate_offsets()
+    if not log.high_watermark_from_checkpoint:
+        if opts.require_high_watermark:
+            raise HighWatermarkMissingError(
+                f"{Path(task.log_dir) / 'replication-offset-checkpoint'}: no entry for {task.tp} "
+                "(--require-high-watermark)"
+            )
+        notes.append(
+            f"no high watermark in replication-offset-checkpoint: used the log end offset {log.log_end_offset}"
+        )
+    return log
+
+
+@contextlib.contextmanager
+def holding(task: PartitionTask, opts: JobOptions) -> Iterator[PartitionTask]:
+    """For a job that writes: the partition held against brokers and other jobs, and the task with the
+    partition's checkpoint entries as they are on disk now (the plan must not be made from the driver's
+    listing: another job may have cleaned or trimmed the partition since). A dry run holds nothing and
+    keeps the listing's entries."""
+    if opts.dry_run:
+        yield task
+        return
+    with locks.partition_lock(task.log_dir, task.tp):
+        yield dataclasses.replace(task, checkpoints=read_partition_checkpoints(task.log_dir, task.tp))
+
+
+def load(
+    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: RowDraft
+) -> PartitionLog:
+    """The partition after the loader's recovery (:mod:`recovery`): applied, described (dry run), or
+    refused (``--no-recover``) when it would change a segment file."""
+    directory = Path(task.log_dir) / task.tp.dir_name
+    ckpt = task.checkpoints
+    if opts.dry_run and locks.broker_holds(task.log_dir):
+        notes.append("a running broker holds the log dir: it has loaded (and recovered) the partition itself")
+        return PartitionLog.open(task.log_dir, task.tp, ckpt)
+    plan = recovery.plan_recovery(
+        directory,
+        task.tp,
+        ckpt,
+        cfg,
+        now_ms=opts.now_ms,
+        producer_id_expiration_ms=cs.broker.producer_id_expiration_ms,
+    )
+    if not plan.ran:
+        if plan.changes_segment_files:  # a missing .timeindex only
+            if not opts.dry_run:
+                recovery.apply_recovery(plan)
+            notes.append(
+                ("would create" if opts.dry_run else "created")
+                + " empty .timeindex files (the loader's rule)"
+            )
+        return PartitionLog.open(task.log_dir, task.tp, ckpt)
+    row.set(
+        recovered_segments=plan.segments_checked,
+        recovered_bytes=plan.bytes_checked,
+        truncated_bytes=plan.bytes_truncated,
+        truncated_records=plan.records_truncated,
+    )
+    hw, hw_note = recovered_high_watermark(task, cs, plan)
+    after = dataclasses.replace(
+        ckpt,
+        recovery_point=plan.log_end_offset if not plan.clean_shutdown else ckpt.recovery_point,
+        log_start_offset=plan.log_start_offset if plan.log_start_offset > plan.segment_bases[0] else None,
+        high_watermark=hw if hw is not None else ckpt.high_watermark,
+    )
+    if not opts.recover:
+        if plan.changes_segment_files:
+            raise RefusedError(
+                f"{directory}: the broker's log loader would change this partition first ({plan.describe()}); "
+                "not touched (--no-recover): run without --no-recover to recover it as the broker does"
+            )
+        notes.append(f"--no-recover: the broker's recovery would change no segment file ({plan.describe()})")
+        return PartitionLog.open(task.log_dir, task.tp, ckpt)
+    if opts.dry_run:
+        notes.append(f"would recover: {plan.describe()}; {hw_note}")
+        return recovery.recovered_view(PartitionLog.open(task.log_dir, task.tp, ckpt), plan, after)
+    recovery.apply_recovery(plan)
+    if not plan.clean_shutdown:
+        recovery.update_log_dir_checkpoints(task.log_dir, task.tp, plan, hw)
+        row.set(
+            recovery_state=recovery.RECOVERED,
+            recovery_marker=recovery.clean_shutdown_marker(cs.version).decode(),
+        )
+    notes.append(f"recovered: {plan.describe()}; {hw_note}")
+    return PartitionLog.open(task.log_dir, task.tp, after)
+
+
+def recovered_high_watermark(
+    task: PartitionTask, cs: ConfigSet, plan: recovery.RecoveryPlan
+) -> tuple[int | None, str]:
+    """After an unclean shutdown the replication-offset-checkpoint is stale. A partition whose only replica
+    is this broker gets its log end offset (what it has once the broker leads it again); elsewhere the
+    checkpoint is kept. Returns (new high watermark or None, a note)."""
+    ckpt = task.checkpoints.high_watermark
+    kept = "none" if ckpt is None else str(ckpt)
+    if plan.clean_shutdown:
+        return None, f"high watermark {kept} from replication-offset-checkpoint"
+    cluster = cs.cluster
+    if cluster is None:
+        return (
+            None,
+            f"high watermark {kept} from replication-offset-checkpoint kept (no cluster metadata: replicas unknown)",
+        )
+    replicas = cluster.replicas(task.topic, task.partition)
+    if cluster.node_id is not None and replicas == (cluster.node_id,):
+        return plan.log_end_offset, (
+            f"high watermark {kept} -> {plan.log_end_offset}, the recovered log end offset (broker "
+            f"{cluster.node_id} is the only replica: leading the partition again, it sets the HW there)"
+        )
+    return None, (
+        f"high watermark {kept} from replication-offset-checkpoint kept (replicas {list(replicas or ())}: "
+        "the leader's high watermark is not known offline)"
+    )
+
+
+def check_inside(log_dir: Path, path: Path) -> None:
+    """Refuse a partition directory or segment that is a symlink leading out of the log dir."""
+    root = log_dir.resolve()
+    target = path.resolve()
+    if path.is_symlink() and root not in target.parents:
+        raise RefusedError(f"{path} is a symbolic link to {target}, outside the log dir {root}: not touched")
+
+
+def update_checkpoint(log_dir: str, name: str, tp: TopicPartition, offset: int | None) -> None:
+    """Set (or with None remove) one partition's entry of a log-dir checkpoint, under the lock."""
+    path = Path(log_dir) / name
+    with locks.checkpoint_lock(log_dir):
+        entries = read_offset_checkpoint(path)
+        if offset is None:
+            if tp not in entries:
+                return
+            entries.pop(tp)
+        else:
+            if entries.get(tp) == offset:
+                return
+            entries[tp] = offset
+        write_offset_checkpoint(path, dict(sorted(entries.items())))
+
+
+def check_free_space(directory: Path, needed: int) -> None:
+    free = shutil.disk_usage(directory).free
+    if free < needed:
+        raise InsufficientSpaceError(
+            f"{directory}: {free} bytes free, the cleaned copy needs up to {needed} bytes; nothing was changed"
+        )
+
+
+def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -> dict:
+    cs = configs_for(configs, task.log_dir)
+
+    def body(row: RowDraft[CompactRow]) -> None:
+        settings = topic_settings(task, cs)
+        cfg = settings.config
+        notes: list[str] = []
+        row.set(settings=settings.describe("cleanup.policy", "min.cleanable.dirty.ratio"))
+        stray = stray_reason(task, cs)
+        if stray is not None:
+            row.set(reason=stray)
+            return
+        if settings.unknown("cleanup.policy"):
+            consequence = "not compacted (it may not be a compacted topic)"
+            row.set(
+                status="failed",
+                reason=unknown_settings_reason(task.topic, ["cleanup.policy"], consequence, cs),
+            )
+            return
+        not_compacted = cfg.not_compacted_reason()
+        if not_compacted is not None:
+            row.set(reason=not_compacted)
+            return
+        with holding(task, opts) as current:
+            log = prepare(current, cfg, opts, notes, cs, row)
+            producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
+            plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
+            row.set(
+                records_before=0,
+                records_after=0,
+                tombstones_removed=0,
+                map_utilization=0.0,
+                dirty_ratio=plan.dirty_ratio,
+                first_dirty_offset=plan.first_dirty_offset,
+                first_uncleanable_offset=plan.first_uncleanable_offset,
+                bytes_before=log.size_in_bytes,
+                bytes_after=log.size_in_bytes,
+            )
+            if plan.checkpoint_reset:
+                notes.append(
+                    f"cleaner checkpoint out of range: reset to the log start offset {plan.log_start_offset}"
+                )
+            if not plan.eligible:
+                if plan.checkpoint_reset and not opts.dry_run:
+                    update_checkpoint(
+                        task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, plan.first_dirty_offset
+                    )
+                row.set(reason="; ".join([plan.reason, *notes]))
+                return
+            if opts.dry_run:
+                estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
+                records = estimate.records or 0
+                row.set(
+                    status="would clean",
+                    reason="; ".join([plan.reason, estimate.describe(), *notes]),
+                    records_before=records,
+                    records_after=records - estimate.duplicates,
+                    bytes_after=log.size_in_bytes - estimate.bytes,
+                    tombstones_removed=None,
+                    map_utilization=None,
+                )
+                return
+            check_free_space(
+                log.directory,
+                sum(s.size for s in log.segments if s.base_offset < plan.first_uncleanable_offset),
+            )
+            result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
+            update_checkpoint(task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, result.end_offset)
+            after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
+            s = result.stats
+            if result.map_full:
+                notes.append(
+                    f"offset map full ({cs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
+                    f"{result.end_offset}, the rest on the next run"
+                )
+            row.set(
+                status="cleaned",
+                reason="; ".join([plan.reason, *notes]),
+                bytes_after=after.size_in_bytes,
+                records_before=s.records_read,
+                records_after=s.records_retained,
+                tombstones_removed=s.tombstones_read - s.tombstones_retained,
+                map_utilization=result.map_utilization,
+            )
+
+    return run_guarded(task, CompactRow, body)
+
+
+def retention_settings_unknown(settings: TopicSettings) -> list[str]:
+    """The settings that decide what retention deletes and whose value would be a guess."""
+    if settings.unknown("cleanup.policy"):
+        return ["cleanup.policy"]
+    if not settings.config.delete:
+        return []
+    return [name for name in ("retention.ms", "retention.bytes") if settings.unknown(name)]
+
+
+def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -> dict:
+    """Retention of one partition (time, size, log start offset), as UnifiedLog.deleteOldSegments."""
+    cs = configs_for(configs, task.log_dir)
+
+    def body(row: RowDraft[RetainRow]) -> None:
+        settings = topic_settings(task, cs)
+        cfg = settings.config
+        notes: list[str] = []
+        row.set(settings=settings.describe("cleanup.policy", "retention.ms", "retention.bytes"))
+        stray = stray_reason(task, cs)
+        if stray is not None:
+            row.set(reason=stray)
+            return
+        unknown = retention_settings_unknown(settings)
+        if unknown:
+            consequence = "nothing deleted (retention would delete by a guessed setting)"
+            row.set(status="failed", reason=unknown_settings_reason(task.topic, unknown, consequence, cs))
+            return
+        override = opts.log_start_offset_for(task.tp)
+        with holding(task, opts) as current:
+            log = prepare(current, cfg, opts, notes, cs, row)
+            row.set(log_start_offset_before=log.log_start_offset, log_start_offset_after=log.log_start_offset)
+            no_retention = retention.no_retention_reason(cfg, cs.broker, override)
+            if no_retention is not None:
+                row.set(reason=no_retention)
+                return
+            plan = retention.plan_retention(
+                log, cfg, opts.now_ms, log_start_offset_override=override, force=opts.force
+            )
+            notes += list(plan.warnings)
+            rules = sorted({d.reason for d in plan.deletions})
+            row.set(
+                segments_deleted=len(plan.deletions),
+                bytes_deleted=plan.bytes_deleted,
+                log_start_offset_after=plan.new_log_start_offset,
+            )
+            if not plan.changes_anything:
+                row.set(reason="; ".join(["nothing to delete", *notes]))
+                return
+            summary = f"{len(plan.deletions)} segments by {', '.join(rules) or 'no rule'}" + (
+                "; rolled an empty active segment first" if plan.roll else ""
+            )
+            if opts.dry_run:
+                row.set(status="would delete", reason="; ".join([summary, *notes]))
+                return
+            result = retention.apply_retention(log, plan, cfg)
+            retention.update_log_dir_checkpoints(task.log_dir, task.tp, result)
+            row.set(status="deleted", reason="; ".join([summary, *notes]))
+
+    return run_guarded(task, RetainRow, body)
