@@ -480,6 +480,7 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         results[name] = {
             "workload": dataclasses.asdict(w), "input_bytes": m.cleanable_bytes, "batches": m.partitions[0].batches,
             "records": m.partitions[0].records, "records_per_batch": m.partitions[0].records / m.partitions[0].batches,
+            "cleanable_records": m.partitions[0].cleanable_records,
             "ours": ours, "ours_mb_per_cpu_s": m.cleanable_bytes / ours["cpu_seconds"] / 1e6,
         }  # fmt: skip
         report.rows.append(Row("sweep", f"sweep {name}: ours", m.cleanable_bytes, ours["seconds"], row["records_before"],
