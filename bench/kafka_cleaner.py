@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.kept import kept_records
 from kafka_log_core.format.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from kafka_log_core.format.filenames import TopicPartition
 
@@ -356,5 +357,7 @@ def measure_many(
         }
     finally:
         broker.stop()
+    for shape in shapes:  # the records it kept, read once the broker has stopped (bench.kept)
+        results[shape.name]["kept"] = kept_records(log_dir / TopicPartition(shape.topic, 0).dir_name)
     shutil.rmtree(log_dir, ignore_errors=True)
     return results

@@ -233,14 +233,19 @@ def probe_kafka_python(path: str, repeat: int) -> dict:
 
 
 def _warm_compaction(sets: list[str]) -> None:
-    """Compact a tiny generated partition so every kernel is loaded before we measure."""
+    """Compact a tiny generated partition so every kernel is loaded before we measure: batches of every
+    codec (rotated), so a compressed shape does not pay for loading the codec paths (numba's cache, the
+    codec libraries' first calls) inside its measurement; Kafka's cleaner is warmed up likewise."""
     from bench.generate import MiB, Workload, generate
     from jobs import common
     from kafka_log_core.settings.config import load_config
     from kafka_log_core.work.tasks import compact_partition
 
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
-        generate(tmp, Workload(partition_bytes=MiB, segment_bytes=128 * KiB, tombstone_share=0.1))
+        codecs = ("none", "gzip", "snappy", "lz4", "zstd")
+        generate(
+            tmp, Workload(partition_bytes=MiB, segment_bytes=128 * KiB, tombstone_share=0.1, codecs=codecs)
+        )
         configs = load_config(None, [], [], sets)
         listing = common.list_tasks([tmp], None, writing=True)
         for task in listing.tasks:
@@ -278,7 +283,9 @@ def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> d
             t1 = time.process_time()
             plan = cleaner.plan_cleaning(log, cfg, broker, opts.now_ms, producers)
             t2 = time.process_time()
-            omap = OffsetMap(out["map_bytes"], broker.log_cleaner_io_buffer_load_factor)
+            # the map as the cleaner makes it: the configured buffer, slots for the dirty section's keys
+            bound = cleaner.keyed_bound(log, plan.first_dirty_offset, plan.first_uncleanable_offset)
+            omap = OffsetMap(out["map_bytes"], broker.log_cleaner_io_buffer_load_factor, bound)
             t3 = time.process_time()
             cleaner.build_offset_map(log, plan.first_dirty_offset, plan.first_uncleanable_offset, omap)
             t4 = time.process_time()

@@ -49,6 +49,7 @@ from pathlib import Path
 
 from bench import skew
 from bench.generate import GiB, Manifest, MiB, Workload, generate
+from bench.kept import kept_records
 from bench.report import SECTIONS, Report, Row, draw_chart, evaluate_targets, format_table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -277,10 +278,17 @@ def run_compaction(report: Report, plan: Plan, datasets: dict[int, Manifest], wo
                                baseline_rss=result["baseline_rss"],
                                note=f"map {result['map_bytes'] / MiB:.0f} MiB"))  # fmt: skip
     one = runs[min(runs)]
-    log("compaction 1x with a 1 GiB dedupe buffer (the same data)")
-    target = copy_log_dir(Path(datasets[min(datasets)].log_dir), work / "compact-1x-1gib")
-    big = probe("compact", target, *job_sets(plan.base, GiB))
-    shutil.rmtree(target, ignore_errors=True)
+    # The 1 GiB buffer against the default one: alternately, each the best of plan.repeat runs, so the
+    # machine's load at one moment does not decide the ratio.
+    log(f"compaction 1x: a 1 GiB dedupe buffer and the default one, alternately, best of {plan.repeat}")
+    tries: dict[int | None, list[dict]] = {GiB: [], None: []}
+    for _ in range(plan.repeat):
+        for buffer_bytes, results in tries.items():
+            target = copy_log_dir(Path(datasets[min(datasets)].log_dir), work / "compact-1x-buffers")
+            results.append(probe("compact", target, *job_sets(plan.base, buffer_bytes)))
+            shutil.rmtree(target, ignore_errors=True)
+    big = min(tries[GiB], key=lambda r: r["cpu_seconds"])
+    default = min(tries[None], key=lambda r: r["cpu_seconds"])
     if big["rows"][0]["records_after"] != one["rows"][0]["records_after"]:
         report.notes.append(
             f"compaction: 1 GiB dedupe buffer kept {big['rows'][0]['records_after']} records, the default "
@@ -289,13 +297,16 @@ def run_compaction(report: Report, plan: Plan, datasets: dict[int, Manifest], wo
     report.rows.append(Row("compaction", "compaction 1x: 1 GiB dedupe buffer", one["input_bytes"], big["seconds"],
                            big["rows"][0]["records_before"], cpu_seconds=big["cpu_seconds"], peak_rss=big["peak_rss"],
                            baseline_rss=big["baseline_rss"], note="log.cleaner.dedupe.buffer.size=1 GiB"))  # fmt: skip
-    report.ratios["dedupe_1gib_vs_default_cpu"] = big["cpu_seconds"] / one["cpu_seconds"]
-    report.ratios["dedupe_1gib_vs_default_peak_rss"] = big["peak_rss"] / one["peak_rss"]
+    report.ratios["dedupe_1gib_vs_default_cpu"] = big["cpu_seconds"] / default["cpu_seconds"]
+    report.ratios["dedupe_1gib_vs_default_peak_rss"] = big["peak_rss"] / default["peak_rss"]
     phases = dict(one.get("phases_cpu_seconds", {}))
     if phases:
         phases["pass2_rewrite_and_swap (total - parts)"] = one["cpu_seconds"] - sum(phases.values())
     report.sections["compaction"] = {
         "status": "ok", "runs": runs, "phases_cpu_seconds_1x": phases, "dedupe_1gib": big,
+        "dedupe_default_best": default,
+        "dedupe_cpu_seconds_tries": {"1GiB": [r["cpu_seconds"] for r in tries[GiB]],
+                                     "default": [r["cpu_seconds"] for r in tries[None]]},
         "same_records_with_1gib_buffer": big["rows"][0]["records_after"] == one["rows"][0]["records_after"],
     }  # fmt: skip
     for suffix, cpu in (("", True), ("_wall", False)):
@@ -461,6 +472,7 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         log(f"sweep {name}: {m.partitions[0].batches} batches, {m.cleanable_bytes / 1e6:.0f} MB, ours")
         target = copy_log_dir(Path(m.log_dir), work / "run" / "sweep")
         ours = probe("compact", target, *job_sets(w), "--phases")
+        ours["kept"] = kept_records(target / partition_dirs(m)[0].name)
         shutil.rmtree(target, ignore_errors=True)
         row = ours["rows"][0]
         if row["status"] != "cleaned":
@@ -468,6 +480,7 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         results[name] = {
             "workload": dataclasses.asdict(w), "input_bytes": m.cleanable_bytes, "batches": m.partitions[0].batches,
             "records": m.partitions[0].records, "records_per_batch": m.partitions[0].records / m.partitions[0].batches,
+            "cleanable_records": m.partitions[0].cleanable_records,
             "ours": ours, "ours_mb_per_cpu_s": m.cleanable_bytes / ours["cpu_seconds"] / 1e6,
         }  # fmt: skip
         report.rows.append(Row("sweep", f"sweep {name}: ours", m.cleanable_bytes, ours["seconds"], row["records_before"],
@@ -486,10 +499,17 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         if k["cleaner_thread_cpu_seconds"]:
             r["kafka_mb_per_cpu_s"] = r["input_bytes"] / k["cleaner_thread_cpu_seconds"] / 1e6
             r["ours_vs_kafka"] = r["ours_mb_per_cpu_s"] / r["kafka_mb_per_cpu_s"]
-        r["same_records_kept"] = r["ours"]["rows"][0]["records_after"] == k["end_messages"]
+        # the same records: the counts both cleaners report, and the records themselves (bench.kept)
+        r["same_records_kept"] = (
+            r["ours"]["rows"][0]["records_after"] == k["end_messages"]
+            and r["ours"]["kept"]["records"] == k["kept"]["records"]
+            and r["ours"]["kept"]["digest"] == k["kept"]["digest"]
+        )
         if not r["same_records_kept"]:
             report.notes.append(
-                f"sweep {name}: Kafka kept {k['end_messages']} records, we kept {r['ours']['rows'][0]['records_after']}"
+                f"sweep {name}: Kafka kept {k['end_messages']} records ({k['kept']['records']} in its files, "
+                f"digest {k['kept']['digest'][:12]}), we kept {r['ours']['rows'][0]['records_after']} "
+                f"({r['ours']['kept']['records']}, digest {r['ours']['kept']['digest'][:12]})"
             )
         report.rows.append(Row("sweep", f"sweep {name}: Kafka", r["input_bytes"], k["seconds_printed"] or 1e-9,
                                k["start_messages"], cpu_seconds=k["cleaner_thread_cpu_seconds"],

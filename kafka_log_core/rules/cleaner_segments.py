@@ -94,18 +94,17 @@ class CleanedSegment:
             if source is None or scratch is None:
                 raise RuntimeError("holes are filled from the segment they come from")
             holes = np.flatnonzero(rows["hole_length"] >= 0)
+            framed = _frame_holes(rows[holes], source, scratch)
             pieces: list[bytes | memoryview] = []
             cursor, extra = 0, np.zeros(n, dtype=np.int64)
-            for i in holes.tolist():
-                at = int(rows["position"][i]) - int(st["out_file_position"][0])
+            starts = rows["position"][holes] - int(st["out_file_position"][0])
+            for at, data in zip(starts.tolist(), framed, strict=True):
                 pieces.append(self.buffer.data[cursor:at])
-                cursor = at
-                data = _frame_hole(rows[i], source, scratch)
                 pieces.append(data)
-                extra[i] = len(data)
+                cursor = at
+            extra[holes] = [len(data) for data in framed]
             pieces.append(self.buffer.data[cursor:used])
-            for piece in pieces:
-                self._f.write(piece)
+            self._f.writelines(pieces)
             positions = positions + (np.cumsum(extra) - extra)  # each batch moves by the holes before it
             written = int(extra.sum())
             st["bytes_written"] += written
@@ -163,19 +162,39 @@ class CleanedSegment:
                 p.unlink()
 
 
-def _frame_hole(row: np.void, source: np.ndarray, scratch: np.ndarray) -> bytes:
-    """A compressed batch that lost records: its kept records (rebuilt by the kernel) compressed with its
-    codec at the default level, under its header with the new count, timestamps and attributes."""
-    position = int(row["source_position"])
-    header = record_batch.decode_header(source.data[position : position + record_batch.HEADER_SIZE])
-    start = int(row["hole_start"])
-    records = scratch[start : start + int(row["hole_length"])]
-    body = compression.compress(header.compression, records.data, record_batch.MAGIC)
-    return record_batch.assemble_batch(
-        header.base_offset, header.partition_leader_epoch, int(row["attributes"]), header.last_offset_delta,
-        int(row["base_timestamp"]), int(row["max_timestamp"]), header.producer_id, header.producer_epoch,
-        header.base_sequence, int(row["count"]), body,
-    )  # fmt: skip
+def _frame_holes(holes: np.ndarray, source: np.ndarray, scratch: np.ndarray) -> list[bytes]:
+    """The compressed batches of one flush that lost records (``holes``: their rows of the output table):
+    each one's kept records (rebuilt by the kernel in ``scratch``) compressed with its codec at the
+    default level, under its header with the new count, timestamps and attributes. The columns are read
+    once and each source header with one unpack: this runs once per such batch (most batches of a
+    compressed partition with small batches), so its cost per batch is what counts."""
+    view, records = source.data, scratch.data
+    framed = []
+    for position, start, length, attributes, base_timestamp, max_timestamp, count in zip(
+        holes["source_position"].tolist(), holes["hole_start"].tolist(), holes["hole_length"].tolist(),
+        holes["attributes"].tolist(), holes["base_timestamp"].tolist(), holes["max_timestamp"].tolist(),
+        holes["count"].tolist(), strict=True,
+    ):  # fmt: skip
+        (base_offset, _, leader_epoch, _, _, source_attributes, last_offset_delta, _, _, producer_id,
+         producer_epoch, base_sequence, _) = record_batch.HEADER.unpack_from(view, position)  # fmt: skip
+        codec = source_attributes & record_batch.CODEC_MASK
+        body = compression.compress(codec, records[start : start + length], record_batch.MAGIC)
+        framed.append(
+            record_batch.assemble_batch(
+                base_offset,
+                leader_epoch,
+                attributes,
+                last_offset_delta,
+                base_timestamp,
+                max_timestamp,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                count,
+                body,
+            )  # fmt: skip
+        )
+    return framed
 
 
 def _copy_ownership(source: Segment, paths: list[Path]) -> None:
