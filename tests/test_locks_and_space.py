@@ -14,7 +14,7 @@ from logbuild import TS, batch, make_log
 
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.partition_log import LogDirState
-from kafka_log_core.rules import cleaner
+from kafka_log_core.rules import cleaner_segments
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
 
@@ -79,10 +79,10 @@ def test_running_out_of_space_mid_rewrite_keeps_the_original(tmp_path, monkeypat
     d = _layout(tmp_path)
     before = _snapshot(d)
 
-    def full_disk(self, data, last_offset, max_timestamp):
+    def full_disk(self, st, source=None, scratch=None):  # the cleaned segment's buffered batches reach the disk
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(cleaner._CleanedSegment, "append", full_disk)
+    monkeypatch.setattr(cleaner_segments.CleanedSegment, "flush", full_disk)
     row = _compact(tmp_path)
     assert row["status"] == "failed" and "No space left on device" in row["reason"]
     assert _snapshot(d) == before  # no .cleaned file left behind, originals untouched
