@@ -7,7 +7,11 @@ the broker's sense (one produce request or one replica fetch), and follows ``Uni
     epochs    each v2 batch: leader-epoch cache assign(epoch, base offset) -> leader-epoch-checkpoint
     roll?     LogSegment.shouldRoll, see below; new base = max(first offset of the append, LEO)
     write     bytes to the active .log; one index check per append (LogSegment.append)
-    producers per producer id: epoch, last batch, open transaction; an ABORT marker that ends a
+    producers per producer id: epoch, last batch, open transaction -- the rules' machine
+              (``rules.producer_state.append``, Kafka's ProducerAppendInfo.append: a marker takes its
+              first record's timestamp; a control batch that is not a marker is refused, as the broker's
+              EndTransactionMarker refuses it), staged per append and committed when the append is
+              written (ProducerStateManager.update); an ABORT marker that ends a
               transaction appends (pid, first offset, marker offset, LSO) to the active .txnindex, the
               LSO being ProducerStateManager.lastStableOffset: the first offset of the oldest open
               transaction of another producer, else marker offset + 1
