@@ -180,8 +180,8 @@ def key_positions(buf, rows) -> tuple[np.ndarray, np.ndarray]:
     for position, size, count in zip(rows["position"].tolist(), rows["size"].tolist(),
                                      rows["records_count"].tolist(), strict=True):  # fmt: skip
         _, _, table = kernels.walk_records(buf, position + 61, position + size, count, 0)
-        pos.append(table[5])
-        lens.append(table[6])
+        pos.append(table[kernels.W_KEY_POS])
+        lens.append(table[kernels.W_KEY_LEN])
     return np.concatenate(pos), np.concatenate(lens)
 
 

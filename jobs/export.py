@@ -112,10 +112,12 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
             found = failed_partition(str(err))
             if found is None:
                 raise
-            tp = TopicPartition(found[0], found[1])
+            tp = TopicPartition(found.topic, found.partition)
             if tp in failed or tp not in {s.tp for s in todo}:
                 raise
-            failed[tp] = ExportRow(found[2], tp.topic, tp.partition, status="failed", reason=found[3])
+            failed[tp] = ExportRow(
+                found.log_dir, tp.topic, tp.partition, status="failed", reason=found.reason
+            )
     counts = _read_back(spark, settings) if len(failed) < len(sources) else {}
     rows = []
     for s in sources:
@@ -142,8 +144,9 @@ def _read_back(spark, settings: ExportSettings) -> dict[tuple[str, int], tuple[i
     from pyspark.sql import functions as F
 
     table = spark.read.format(settings.fmt).load(settings.out)
-    found = table.groupBy("topic", "partition").agg(F.count("*"), F.min("offset"), F.max("offset")).collect()
-    return {(r[0], r[1]): (r[2], r[3], r[4]) for r in found}
+    counts = F.count("*").alias("rows"), F.min("offset").alias("first"), F.max("offset").alias("last")
+    found = table.groupBy("topic", "partition").agg(*counts).collect()
+    return {(r["topic"], r["partition"]): (r["rows"], r["first"], r["last"]) for r in found}
 
 
 def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:

@@ -4,6 +4,7 @@ and go on with the others."""
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from kafka_log_core.errors import KafkaLogError
 
@@ -21,9 +22,16 @@ class PartitionReadError(KafkaLogError):
         return cls(f"[{topic}-{partition} in {log_dir}] {err}")
 
 
-def failed_partition(text: str) -> tuple[str, int, str, str] | None:
-    """(topic, partition, log dir, reason) of the first PartitionReadError in an error's text."""
+class FailedPartition(NamedTuple):
+    topic: str
+    partition: int
+    log_dir: str
+    reason: str
+
+
+def failed_partition(text: str) -> FailedPartition | None:
+    """The partition and reason of the first PartitionReadError in an error's text."""
     found = _IN_TEXT.search(text)
     if found is None:
         return None
-    return found["topic"], int(found["partition"]), found["log_dir"], found["reason"].strip()
+    return FailedPartition(found["topic"], int(found["partition"]), found["log_dir"], found["reason"].strip())

@@ -31,8 +31,6 @@ from kafka_log_core.log.partition_log import PartitionLog
 from spark_udfs.options import ReadOptions
 from spark_udfs.planning import Chunk, Split
 
-TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
-
 
 # ------------------------------------------------------------------------------------------ the core's readers
 def _batches(chunk: Chunk, mapped, start: int | None = None) -> Iterator[FileBatch]:
@@ -101,13 +99,13 @@ class _RowMaker:
         h = batch.header
         if isinstance(h, BatchHeader):
             ts_type, magic, sequence, horizon = (
-                h.timestamp_type,
+                int(h.timestamp_type),  # a plain int: Spark's row check wants exactly int
                 h.magic,
                 h.base_sequence,
                 h.has_delete_horizon,
             )
         else:  # legacy: the record's own magic and timestamp type (a wrapper may differ, KAFKA-4298)
-            ts_type, magic, sequence, horizon = record.timestamp_type, record.magic, -1, False
+            ts_type, magic, sequence, horizon = int(record.timestamp_type), record.magic, -1, False
         row: tuple = (record.key, record.value, *self.tp, record.offset, record.timestamp * 1000, ts_type)
         if self.headers:
             row += ([{"key": x.key, "value": x.value} for x in record.headers] or None,)
@@ -199,7 +197,7 @@ def batch_rows(split: Split) -> Iterator[tuple]:
                 horizon, sequence = None, -1
             yield (
                 *tp, chunk.base_offset, batch.position, base, batch.last_offset, count, batch.size_in_bytes,
-                h.magic, TIMESTAMP_TYPES[h.timestamp_type], batch.max_timestamp, horizon,
+                h.magic, h.timestamp_type.label, batch.max_timestamp, horizon,
                 compression.codec_name(h.compression), batch.is_transactional, batch.is_control,
                 horizon is not None, batch.producer_id, batch.producer_epoch, sequence,
                 batch.partition_leader_epoch, h.crc, valid,

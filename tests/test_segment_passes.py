@@ -11,6 +11,7 @@ indexes recomputed (``check_dir`` of test_cleaner).
 from __future__ import annotations
 
 import random
+import re
 
 import crc32c
 import pytest
@@ -142,6 +143,21 @@ def test_compiled_producer_replay_equals_the_readable_replay(tmp_path_factory, s
     readable: dict[int, producer_state.ProducerEntry] = {}
     producer_state.replay(readable, segment.batches())
     assert compiled == readable
+
+
+def test_a_producer_control_batch_that_is_not_a_marker_is_refused_by_both_replays(tmp_path):
+    # Kafka's EndTransactionMarker accepts only ABORT (0) and COMMIT (1) in a producer's control batch: any
+    # other type (2, LEADER_CHANGE) fails the broker's producer-state replay, so ours names file and position.
+    data = batch(0, [("k", "v")], pid=7, epoch=0, seq=0, txn=True)
+    odd = record_batch.build_control_batch(1, 2, producer_id=7, producer_epoch=0, timestamp=TS)
+    layout(tmp_path, {0: [data, odd], 2: []})
+    segment = open_log(tmp_path).segments[0]
+    where = str(segment.log_path)
+    message = rf"{re.escape(where)} at position {len(data)}: control batch at offset 1 of producer 7 holds"
+    with pytest.raises(CorruptDataError, match=message):
+        producer_state.replay_headers({}, segment.headers(), where)
+    with pytest.raises(CorruptDataError, match=message):
+        producer_state.replay({}, segment.batches(), where)
 
 
 # ============================================================================================ return to Python

@@ -27,6 +27,7 @@ import functools
 import struct
 import threading
 import zlib
+from enum import IntEnum
 
 import cramjam
 import lz4.block
@@ -34,8 +35,24 @@ import zstandard
 
 from kafka_log_core.errors import CompressionError
 
-NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
-CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+
+class CompressionType(IntEnum):
+    """Kafka's CompressionType: the codec id in bits 0-2 of a batch's (or wrapper's) attributes."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @property
+    def label(self) -> str:
+        """Kafka's name for it, as ``compression.type`` and kafka-dump-log spell it."""
+        return self.name.lower()
+
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = CompressionType
+CODEC_NAMES: dict[int, str] = {codec: codec.label for codec in CompressionType}
 
 # Kafka's default levels (CompressionType / KIP-390).
 GZIP_LEVEL = 6  # zlib's default, what Java's Deflater uses for level -1

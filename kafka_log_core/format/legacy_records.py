@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from kafka_log_core.errors import CorruptRecordError
 from kafka_log_core.format import compression
+from kafka_log_core.format.record_batch import TimestampType
 
 LOG_OVERHEAD = 12
 _ENTRY = struct.Struct(">qi")  # offset, message_size
@@ -59,10 +60,14 @@ class LegacyRecord:
         return self.attributes & CODEC_MASK
 
     @property
-    def timestamp_type(self) -> int:
+    def timestamp_type(self) -> TimestampType:
         if self.magic == 0:
-            return -1  # NO_TIMESTAMP_TYPE
-        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+            return TimestampType.NO_TIMESTAMP_TYPE
+        return (
+            TimestampType.LOG_APPEND_TIME
+            if self.attributes & TIMESTAMP_TYPE_MASK
+            else TimestampType.CREATE_TIME
+        )
 
     @property
     def is_tombstone(self) -> bool:
@@ -145,7 +150,7 @@ def inner_records(wrapper: LegacyRecord) -> list[LegacyRecord]:
         inner.append(record)
     if not inner:
         return inner
-    log_append = wrapper.magic == 1 and wrapper.timestamp_type == 1
+    log_append = wrapper.magic == 1 and wrapper.timestamp_type == TimestampType.LOG_APPEND_TIME
     base = 0
     if wrapper.magic == 1 and wrapper.offset != 0:
         base = wrapper.offset - inner[-1].offset

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError
-from kafka_log_core.format import legacy_records, record_batch
+from kafka_log_core.format import compression, legacy_records, record_batch
 from kafka_log_core.format.legacy_records import LegacyRecord
 from kafka_log_core.format.record_batch import BatchHeader, Record
 
@@ -58,7 +58,7 @@ class FileBatch:
         h = self.header
         if isinstance(h, BatchHeader):
             return h.base_offset
-        if h.compression == 0:
+        if h.compression == compression.NONE:
             return h.offset
         inner = self.records()
         return inner[0].offset if inner else h.offset

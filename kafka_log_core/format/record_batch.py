@@ -30,6 +30,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 
 import crc32c
 
@@ -65,7 +66,30 @@ TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 DELETE_HORIZON_MASK = 0x40
 
-CREATE_TIME, LOG_APPEND_TIME = 0, 1
+
+class TimestampType(IntEnum):
+    """Kafka's TimestampType: bit 3 of the attributes in v1 messages and v2 batches; v0 has none."""
+
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @property
+    def label(self) -> str:
+        """Kafka's name for it (``CreateTime``...), as kafka-dump-log prints it."""
+        return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[self.value]
+
+
+class BatchRetention(IntEnum):
+    """What the cleaner does with a batch before it filters the records (Kafka's
+    RecordFilter.BatchRetention); the compiled pass uses the same values as plain ints."""
+
+    DELETE = 0  # the whole batch goes, its records unread
+    DELETE_EMPTY = 1  # records filtered; the batch goes if none is kept
+    RETAIN_EMPTY = 2  # records filtered; an empty batch stays if none is kept (a producer's last batch...)
+
+
+CREATE_TIME, LOG_APPEND_TIME = TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -120,7 +144,7 @@ class BatchHeader:
         return self.attributes & CODEC_MASK
 
     @property
-    def timestamp_type(self) -> int:
+    def timestamp_type(self) -> TimestampType:
         return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
 
     @property

@@ -376,25 +376,31 @@ def walk_record(area, p, end):
     return OK, z, rec_end, body, tsd, od, kpos, klen, vlen
 
 
+# The rows of walk_records' table (one contiguous row per column; read them by these names).
+(W_OFFSET, W_REC_START, W_REC_END, W_BODY_START, W_TS_DELTA, W_KEY_POS, W_KEY_LEN, W_VALUE_LEN) = range(8)
+WALK_ROWS = 8
+
+
 @njit(cache=True)
 def walk_records(area, start, end, count, base_offset):
     """Walk ``count`` v2 records in ``area[start:end]`` (uncompressed). Returns (err, err_pos, table)
-    with table int64 (8, count), one contiguous row per column: offset, rec_start, rec_end, body_start
-    (position of the attributes byte), timestamp_delta, key_pos, key_len (-1 null), value_len (-1 null)."""
-    table = np.empty((8, count), dtype=np.int64)
+    with table int64 (WALK_ROWS, count), one contiguous row per column: W_OFFSET, W_REC_START, W_REC_END,
+    W_BODY_START (position of the attributes byte), W_TS_DELTA, W_KEY_POS, W_KEY_LEN (-1 null),
+    W_VALUE_LEN (-1 null)."""
+    table = np.empty((WALK_ROWS, count), dtype=np.int64)
     p = start
     for i in range(count):
         err, err_pos, rec_end, body, tsd, od, kpos, klen, vlen = walk_record(area, p, end)
         if err != OK:
             return err, err_pos, table[:, :i]
-        table[0, i] = base_offset + od
-        table[1, i] = p
-        table[2, i] = rec_end
-        table[3, i] = body
-        table[4, i] = tsd
-        table[5, i] = kpos
-        table[6, i] = klen
-        table[7, i] = vlen
+        table[W_OFFSET, i] = base_offset + od
+        table[W_REC_START, i] = p
+        table[W_REC_END, i] = rec_end
+        table[W_BODY_START, i] = body
+        table[W_TS_DELTA, i] = tsd
+        table[W_KEY_POS, i] = kpos
+        table[W_KEY_LEN, i] = klen
+        table[W_VALUE_LEN, i] = vlen
         p = rec_end
     if p != end:
         return ERR_LEFTOVER, p, table
@@ -606,7 +612,7 @@ def walk_and_hash(area, start, end, count, base_offset):
     if err != OK:
         z = np.zeros(0, dtype=np.uint64)
         return err, err_pos, table, z, z
-    hi, lo = hash_keys(area, table[5], table[6])
+    hi, lo = hash_keys(area, table[W_KEY_POS], table[W_KEY_LEN])
     return err, err_pos, table, hi, lo
 
 

@@ -88,19 +88,19 @@ def record_table(batch: FileBatch, hashes: tuple[np.ndarray, np.ndarray] | None 
     if header.timestamp_type == record_batch.LOG_APPEND_TIME:
         timestamps = np.full(table.shape[1], header.max_timestamp, dtype=np.int64)
     else:
-        timestamps = header.base_timestamp + table[4]
+        timestamps = header.base_timestamp + table[kernels.W_TS_DELTA]
     return RecordTable(
-        offsets=table[0],
-        key_len=table[6],
-        value_null=table[7] < 0,
+        offsets=table[kernels.W_OFFSET],
+        key_len=table[kernels.W_KEY_LEN],
+        value_null=table[kernels.W_VALUE_LEN] < 0,
         hash_hi=hi,
         hash_lo=lo,
         timestamps=timestamps,
         area=area,
-        rec_start=table[1],
-        rec_end=table[2],
-        body_start=table[3],
-        raw_ts_delta=table[4],
+        rec_start=table[kernels.W_REC_START],
+        rec_end=table[kernels.W_REC_END],
+        body_start=table[kernels.W_BODY_START],
+        raw_ts_delta=table[kernels.W_TS_DELTA],
     )
 
 

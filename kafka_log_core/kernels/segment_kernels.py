@@ -56,6 +56,8 @@ import numpy as np
 from numba import njit
 
 from kafka_log_core.constants import MAX_LONG
+from kafka_log_core.format.compression import CompressionType
+from kafka_log_core.format.record_batch import BatchRetention
 from kafka_log_core.kernels.codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, lz4_frame
 from kafka_log_core.kernels.primitives import (
     DIGEST_HI,
@@ -280,7 +282,11 @@ BatchHead = namedtuple(
 # decompressed area holds them (-1: the segment's own bytes).
 B_POS, B_FIRST, B_WALKED, B_AREA = range(4)
 AREA_SEGMENT, AREA_KERNEL = -1, -2  # B_AREA: the segment's own bytes, karea; >= 0: a Python-decompressed one
-LZ4_CODEC = 3
+NONE_CODEC, LZ4_CODEC = int(CompressionType.NONE), int(CompressionType.LZ4)
+# BatchRetention as plain ints for the compiled pass
+RETENTION_DELETE = int(BatchRetention.DELETE)
+RETENTION_DELETE_EMPTY = int(BatchRetention.DELETE_EMPTY)
+RETENTION_RETAIN_EMPTY = int(BatchRetention.RETAIN_EMPTY)
 BATCH_COLUMNS = 4
 
 # Key digests kept from pass 1 for pass 2 (one uint64 row per keyed record: digest hi, lo, offset): the
@@ -898,7 +904,7 @@ def compressed_run(buf, pos, end, limit):
         if status != CONTINUE or magic != 2:
             break
         codec = np.int64(buf[pos + ATTRIBUTES_AT + 1]) & CODEC_MASK
-        if codec == 0:
+        if codec == NONE_CODEC:
             break
         positions[n] = pos
         sizes[n] = total
@@ -1019,11 +1025,16 @@ def _clean_batch(
         if grow:
             return STOP_TXN_TABLE
         discard_records = can_discard
-    retain_empty = (
+    if (
         h.producer_id >= 0
         and _is_last_of_producer(producers, h.producer_id, h.last_offset, control, h.producer_epoch)
-    ) or h.last_offset + 1 == s.upper_bound
-    if discard_records and not retain_empty:  # DELETE: the whole batch goes, unread
+    ) or h.last_offset + 1 == s.upper_bound:
+        retention = RETENTION_RETAIN_EMPTY  # a producer's (or the round's) last batch
+    elif discard_records:
+        retention = RETENTION_DELETE
+    else:
+        retention = RETENTION_DELETE_EMPTY
+    if retention == RETENTION_DELETE:  # the whole batch goes, unread
         s.records_read += h.count
         s.bytes_read += h.size
         return CONTINUE
@@ -1115,7 +1126,7 @@ def _clean_batch(
         _seal(out, w, length)
         _emit(outb, s, w, h.last_offset, max_ts, length)
         return CONTINUE
-    if retain_empty:  # RETAIN_EMPTY: a header-only batch keeps the producer's (or the round's) end
+    if retention == RETENTION_RETAIN_EMPTY:  # a header-only batch keeps the producer's (or the round's) end
         s.batches_emptied += 1
         attributes = h.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
         _write_header(out, w, buf, pos, HEADER_SIZE, attributes, NO_TIMESTAMP, h.max_timestamp, 0)

@@ -35,6 +35,7 @@ from kafka_log_core.format.filenames import (
 )
 from kafka_log_core.format.legacy_records import LegacyRecord, encode_wrapper
 from kafka_log_core.format.log_file import FileBatch
+from kafka_log_core.format.record_batch import BatchRetention, TimestampType
 from kafka_log_core.format.txn_index import AbortedTxn, encode_txn_index
 from kafka_log_core.kernels import codec_kernels, scan
 from kafka_log_core.kernels import primitives as kernels
@@ -470,7 +471,9 @@ def _clean_legacy(
     batch = _entry(segment, position)
     tracker.consume_up_to(batch.last_offset)
     row = st[0]
-    retain_empty = batch.next_offset == int(row["upper_bound"])
+    # no producer: only the round's last batch is kept empty (rule R2.2)
+    last_of_round = batch.next_offset == int(row["upper_bound"])
+    retention = BatchRetention.RETAIN_EMPTY if last_of_round else BatchRetention.DELETE_EMPTY
     table = scan.record_table(batch)
     keep, kept, tombs, kept_tombs = kernels.decide_keep(
         table.offsets, table.key_len, table.value_null, table.hash_hi, table.hash_lo, slots,
@@ -490,7 +493,7 @@ def _clean_legacy(
         else:
             data, max_ts = _rebuild_legacy(batch, header, table, keep)
             out.append(st, data, batch.last_offset, max_ts)
-    elif retain_empty:
+    elif retention == BatchRetention.RETAIN_EMPTY:
         row["batches_emptied"] += 1
         out.append(st, bytes(batch.data), batch.last_offset, batch.max_timestamp)  # the broker throws here
     return batch.size_in_bytes
@@ -500,7 +503,7 @@ def _rebuild_legacy(
     batch: FileBatch, header: LegacyRecord, table: scan.RecordTable, keep: np.ndarray
 ) -> tuple[bytes, int]:
     kept = [r for r, k in zip(table.legacy, keep.tolist(), strict=True) if k]
-    log_append = header.magic == 1 and header.timestamp_type == 1
+    log_append = header.magic == 1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME
     if header.compression == compression.NONE:
         return bytes(batch.data), batch.max_timestamp  # one record per entry: kept whole or dropped whole
     # The builder writes every inner message with the wrapper's magic; under LogAppendTime each carries

@@ -16,7 +16,7 @@ from typing import cast
 
 import numpy as np
 
-from kafka_log_core.errors import CorruptDataError
+from kafka_log_core.errors import CorruptDataError, CorruptRecordError
 from kafka_log_core.format.filenames import SNAPSHOT_SUFFIX, parse_segment_file
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, read_producer_snapshot
@@ -31,7 +31,7 @@ from kafka_log_core.format.record_batch import (
     decode_control_record,
     increment_sequence,
 )
-from kafka_log_core.kernels.segment_kernels import UNREADABLE_CONTROL
+from kafka_log_core.kernels.segment_kernels import EMPTY_CONTROL, UNREADABLE_CONTROL
 
 NO_OFFSET = -1
 
@@ -99,26 +99,53 @@ class ProducerTable:
         return min(opens) if opens else None
 
 
-def apply_batch(entries: dict[int, ProducerEntry], batch: FileBatch) -> None:
-    """Replay one batch header into the table (ProducerAppendInfo, offline)."""
-    pid = batch.producer_id
-    header = batch.header
-    if pid < 0 or not isinstance(header, BatchHeader):
-        return  # no producer (legacy messages never carry one)
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a COMMIT or ABORT marker ended (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # offset of the marker
+    is_aborted: bool
+
+
+def append(entry: ProducerEntry, batch: FileBatch, where: str | None) -> CompletedTxn | None:
+    """One v2 batch of ``entry``'s producer into its entry (Kafka's ProducerAppendInfo.append, as a
+    follower or the log loader applies it: no epoch or sequence checks). Returns the transaction a marker
+    completed, if it had begun in the log.
+
+    As Kafka: a marker takes the *first record's* timestamp (not the batch's max timestamp), and a control
+    batch holding anything but an ABORT or COMMIT record is an error (the broker's EndTransactionMarker
+    refuses it, which fails the append, and the partition's load). An empty control batch (its transaction
+    cleaned away) changes nothing."""
+    header = cast(BatchHeader, batch.header)
     if header.is_control:
-        if header.records_count == 0:
-            return  # an empty control batch: its transaction was already cleaned away
-        marker = decode_control_record(cast(Record, batch.records()[0]))
+        records = batch.records()
+        if not records:
+            return None
+        first = cast(Record, records[0])
+        marker = decode_control_record(first)
         if marker.type not in (CONTROL_ABORT, CONTROL_COMMIT):
-            return
-        entry = entries.setdefault(pid, ProducerEntry(pid))
+            raise CorruptRecordError(
+                f"control batch at offset {header.base_offset} of producer {header.producer_id} holds a "
+                f"{marker.type_name} record: expected an ABORT or COMMIT marker",
+                where,
+                batch.position,
+            )
         entry.update_epoch(header.producer_epoch)
-        entry.current_txn_first_offset = NO_OFFSET
+        completed = None
+        if entry.current_txn_first_offset >= 0:
+            completed = CompletedTxn(
+                header.producer_id,
+                entry.current_txn_first_offset,
+                header.base_offset,
+                marker.type == CONTROL_ABORT,
+            )
         if marker.coordinator_epoch is not None:
             entry.coordinator_epoch = marker.coordinator_epoch
-        entry.last_timestamp = header.max_timestamp
-        return
-    entry = entries.setdefault(pid, ProducerEntry(pid))
+        entry.current_txn_first_offset = NO_OFFSET
+        entry.last_timestamp = first.timestamp
+        return completed
     entry.update_epoch(header.producer_epoch)
     entry.last_data_offset = header.last_offset
     entry.last_sequence = header.last_sequence
@@ -126,22 +153,46 @@ def apply_batch(entries: dict[int, ProducerEntry], batch: FileBatch) -> None:
     entry.last_timestamp = header.max_timestamp
     if header.is_transactional and entry.current_txn_first_offset < 0:
         entry.current_txn_first_offset = header.base_offset
+    return None
 
 
-def replay(entries: dict[int, ProducerEntry], batches: Iterable[FileBatch]) -> None:
+def apply_batch(entries: dict[int, ProducerEntry], batch: FileBatch, where: str | None = None) -> None:
+    """Replay one batch into the table (:func:`append`, offline). Batches without a producer (legacy
+    messages never carry one) and empty control batches add no entry."""
+    pid = batch.producer_id
+    header = batch.header
+    if pid < 0 or not isinstance(header, BatchHeader):
+        return
+    if header.is_control and header.records_count == 0:
+        return
+    append(entries.setdefault(pid, ProducerEntry(pid)), batch, where)
+
+
+def replay(entries: dict[int, ProducerEntry], batches: Iterable[FileBatch], where: str | None = None) -> None:
     for batch in batches:
-        apply_batch(entries, batch)
+        apply_batch(entries, batch, where)
 
 
-def replay_headers(entries: dict[int, ProducerEntry], rows: np.ndarray) -> None:
+def replay_headers(entries: dict[int, ProducerEntry], rows: np.ndarray, where: str | None = None) -> None:
     """:func:`apply_batch` over every batch header of ``rows`` (``segment_kernels.HEADER_ROW`` records in
     log order, markers already read by the scan), reduced with numpy: one Python step per producer,
     none per batch. Per producer, in order: the last event sets the epoch and the timestamp; the data
     fields come from the last data batch after the last epoch change; the open transaction starts at
-    the first transactional data batch after the last marker."""
+    the first transactional data batch after the last marker. A marker's timestamp is taken from the
+    header's max timestamp: the first record's, as :func:`append` takes it, for a marker batch as the
+    broker writes one (one record, its timestamp the batch's)."""
     control = (rows["attributes"] & CONTROL_MASK) != 0
     ctype = rows["control_type"]
     marker = control & ((ctype == CONTROL_ABORT) | (ctype == CONTROL_COMMIT))
+    odd = control & ~marker & (rows["producer_id"] >= 0) & (ctype != EMPTY_CONTROL) & (rows["magic"] == MAGIC)
+    if odd.any():  # not a transaction marker: Kafka refuses it (see append)
+        bad = rows[odd][0]
+        raise CorruptRecordError(
+            f"control batch at offset {int(bad['base_offset'])} of producer {int(bad['producer_id'])} holds a "
+            f"control record of type {int(bad['control_type'])}: expected an ABORT or COMMIT marker",
+            where,
+            int(bad["position"]),
+        )
     ev = rows[(rows["magic"] == MAGIC) & (rows["producer_id"] >= 0) & (~control | marker)]
     n = len(ev)
     if not n:
@@ -221,8 +272,9 @@ def build_producer_table(log, now_ms: int, expiration_ms: int | None) -> Produce
         position = segment.lookup_position(start) if segment.base_offset < start else 0
         rows = segment.headers(position)
         rows = rows[rows["last_offset"] >= start]
+        where = str(segment.log_path)
         if (rows["control_type"] == UNREADABLE_CONTROL).any():  # an odd marker: the readable path decides
-            replay(entries, (b for b in segment.header_scan(position) if b.last_offset >= start))
+            replay(entries, (b for b in segment.header_scan(position) if b.last_offset >= start), where)
         else:
-            replay_headers(entries, rows)
+            replay_headers(entries, rows, where)
     return ProducerTable(entries, source)

@@ -7,7 +7,11 @@ the broker's sense (one produce request or one replica fetch), and follows ``Uni
     epochs    each v2 batch: leader-epoch cache assign(epoch, base offset) -> leader-epoch-checkpoint
     roll?     LogSegment.shouldRoll, see below; new base = max(first offset of the append, LEO)
     write     bytes to the active .log; one index check per append (LogSegment.append)
-    producers per producer id: epoch, last batch, open transaction; an ABORT marker that ends a
+    producers per producer id: epoch, last batch, open transaction -- the rules' machine
+              (``rules.producer_state.append``, Kafka's ProducerAppendInfo.append: a marker takes its
+              first record's timestamp; a control batch that is not a marker is refused, as the broker's
+              EndTransactionMarker refuses it), staged per append and committed when the append is
+              written (ProducerStateManager.update); an ABORT marker that ends a
               transaction appends (pid, first offset, marker offset, LSO) to the active .txnindex, the
               LSO being ProducerStateManager.lastStableOffset: the first offset of the oldest open
               transaction of another producer, else marker offset + 1
@@ -61,7 +65,7 @@ from pathlib import Path
 
 from kafka_log_core import fsutil
 from kafka_log_core.constants import MAX_INT
-from kafka_log_core.errors import CorruptDataError, CorruptRecordError, RefusedError, UsageError
+from kafka_log_core.errors import CorruptDataError, RefusedError, UsageError
 from kafka_log_core.format import checkpoints, log_file, offset_index, record_batch, time_index, txn_index
 from kafka_log_core.format.filenames import (
     INDEX_SUFFIX,
@@ -88,12 +92,11 @@ from kafka_log_core.format.txn_index import AbortedTxn
 from kafka_log_core.javacompat import hashmap_capacity, long_hashmap_order
 from kafka_log_core.log.index_builder import IndexBuilder
 from kafka_log_core.log.log_dir import random_uuid
+from kafka_log_core.rules import producer_state
+from kafka_log_core.rules.producer_state import CompletedTxn, ProducerEntry
+from kafka_log_core.settings.config import LogConfig
 
-DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
-DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000
-DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
-DEFAULT_INDEX_INTERVAL_BYTES = 4096
-DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
+DEFAULTS = LogConfig()  # the topic-level defaults (segment.bytes, segment.ms, ...), Kafka's
 NO_OFFSET = -1
 
 
@@ -166,107 +169,50 @@ class _LiveIndexes:
 
 
 # ---------------------------------------------------------------------------------------------- producers
-@dataclass(slots=True)
-class _ProducerEntry:
-    """ProducerStateEntry reduced to what a snapshot stores (the last batch, not the last five)."""
-
-    producer_id: int
-    epoch: int = -1
-    coordinator_epoch: int = -1
-    last_timestamp: int = NO_TIMESTAMP
-    current_txn_first_offset: int = NO_OFFSET
-    last_batch: tuple[int, int, int] | None = None  # (last sequence, last offset, offset delta)
-
-    def to_snapshot(self) -> ProducerSnapshotEntry:
-        last_seq, last_offset, delta = self.last_batch if self.last_batch else (-1, NO_OFFSET, 0)
-        return ProducerSnapshotEntry(
-            self.producer_id, self.epoch, last_seq, last_offset, delta, self.last_timestamp,
-            self.coordinator_epoch, self.current_txn_first_offset,
-        )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class _CompletedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int  # offset of the marker
-    is_aborted: bool
-
-
 @dataclass(frozen=True, slots=True)
 class _ProducerUpdate:
-    entries: dict[int, _ProducerEntry]  # producer id -> updated copy, in first-seen order
+    entries: dict[int, ProducerEntry]  # producer id -> updated copy, in first-seen order
     started: tuple[tuple[int, int], ...]  # (first offset, producer id) of transactions begun
-    completed: tuple[_CompletedTxn, ...]
-
-
-def _maybe_update_epoch(entry: _ProducerEntry, epoch: int) -> None:
-    if entry.epoch != epoch:
-        entry.last_batch = None  # a new epoch forgets the batch history
-        entry.epoch = epoch
+    completed: tuple[CompletedTxn, ...]
 
 
 class _ProducerStates:
     """ProducerStateManager of one partition: producer table, open transactions, snapshot offsets."""
 
     def __init__(self) -> None:
-        self.entries: dict[int, _ProducerEntry] = {}  # insertion order, as the broker's HashMap received them
+        self.entries: dict[int, ProducerEntry] = {}  # insertion order, as the broker's HashMap received them
         self.capacity = 16  # the HashMap's table size; grows, never shrinks
         self.ongoing: dict[int, int] = {}  # first offset of an open transaction -> producer id
         self.map_end_offset = 0
         self.last_snapshot_offset = 0
 
     def prepare(self, batches: Iterable[FileBatch], where: str) -> _ProducerUpdate:
-        """ProducerAppendInfo for every producer in one append; nothing changes until :meth:`commit`."""
-        updated: dict[int, _ProducerEntry] = {}
+        """ProducerAppendInfo for every producer in one append (the rules' machine,
+        :func:`producer_state.append`); nothing changes until :meth:`commit`."""
+        updated: dict[int, ProducerEntry] = {}
         started: list[tuple[int, int]] = []
-        completed: list[_CompletedTxn] = []
+        completed: list[CompletedTxn] = []
         for batch in batches:
             header = batch.header
             if not isinstance(header, BatchHeader) or header.producer_id < 0:
                 continue
             pid = header.producer_id
             entry = updated.get(pid)
-            if entry is None:
+            if entry is None:  # as the broker, even an empty control batch gives its producer an entry
                 current = self.entries.get(pid)
-                entry = updated[pid] = dataclasses.replace(current) if current else _ProducerEntry(pid)
-            if header.is_control:
-                records = batch.records()
-                if not records:
-                    continue  # an empty control batch (its transaction was cleaned away) changes nothing
-                _maybe_update_epoch(entry, header.producer_epoch)
-                control = record_batch.decode_control_record(records[0])  # type: ignore[arg-type]
-                if control.type not in (record_batch.CONTROL_ABORT, record_batch.CONTROL_COMMIT):
-                    raise CorruptRecordError(
-                        f"control batch at offset {header.base_offset} of producer {pid} holds a "
-                        f"{control.type_name} record: expected an ABORT or COMMIT marker",
-                        where,
-                        batch.position,
-                    )
-                if entry.current_txn_first_offset >= 0:
-                    completed.append(
-                        _CompletedTxn(
-                            pid, entry.current_txn_first_offset, header.base_offset,
-                            control.type == record_batch.CONTROL_ABORT,
-                        )
-                    )  # fmt: skip
-                if control.coordinator_epoch is not None:
-                    entry.coordinator_epoch = control.coordinator_epoch
-                entry.current_txn_first_offset = NO_OFFSET
-                entry.last_timestamp = records[0].timestamp
-                continue
-            _maybe_update_epoch(entry, header.producer_epoch)
-            entry.last_batch = (header.last_sequence, header.last_offset, header.last_offset_delta)
-            entry.last_timestamp = header.max_timestamp
-            if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+                entry = updated[pid] = dataclasses.replace(current) if current else ProducerEntry(pid)
+            if not header.is_control and entry.current_txn_first_offset >= 0 and not header.is_transactional:
                 raise RefusedError(
                     f"{where}: non-transactional batch at offset {header.base_offset} from producer {pid}, "
                     f"whose transaction started at offset {entry.current_txn_first_offset} is still open "
                     "(the broker refuses it with InvalidTxnStateException)"
                 )
-            if entry.current_txn_first_offset < 0 and header.is_transactional:
-                entry.current_txn_first_offset = header.base_offset
-                started.append((header.base_offset, pid))
+            open_before = entry.current_txn_first_offset
+            done = producer_state.append(entry, batch, where)
+            if done is not None:
+                completed.append(done)
+            if open_before < 0 <= entry.current_txn_first_offset:
+                started.append((entry.current_txn_first_offset, pid))
         return _ProducerUpdate(updated, tuple(started), tuple(completed))
 
     def commit(self, update: _ProducerUpdate) -> None:
@@ -279,28 +225,19 @@ class _ProducerStates:
         for first_offset, pid in update.started:
             self.ongoing[first_offset] = pid
 
-    def last_stable_offset(self, txn: _CompletedTxn) -> int:
+    def last_stable_offset(self, txn: CompletedTxn) -> int:
         """LSO stored with an aborted transaction: first offset of the oldest other open transaction."""
         for first_offset in sorted(self.ongoing):
             if self.ongoing[first_offset] != txn.producer_id:
                 return first_offset
         return txn.last_offset + 1
 
-    def complete(self, txn: _CompletedTxn) -> None:
+    def complete(self, txn: CompletedTxn) -> None:
         self.ongoing.pop(txn.first_offset, None)
 
     def load(self, entries: Iterable[ProducerSnapshotEntry]) -> None:
         for s in entries:
-            last_batch = (s.last_sequence, s.last_offset, s.offset_delta) if s.last_offset >= 0 else None
-            entry = _ProducerEntry(
-                s.producer_id,
-                s.epoch,
-                s.coordinator_epoch,
-                s.timestamp,
-                s.current_txn_first_offset,
-                last_batch,
-            )
-            self.commit(_ProducerUpdate({s.producer_id: entry}, (), ()))
+            self.commit(_ProducerUpdate({s.producer_id: ProducerEntry.from_snapshot(s)}, (), ()))
             if s.current_txn_first_offset >= 0:
                 self.ongoing[s.current_txn_first_offset] = s.producer_id
 
@@ -359,13 +296,13 @@ class PartitionWriter:
         self,
         directory: str | os.PathLike[str],
         *,
-        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-        segment_ms: int = DEFAULT_SEGMENT_MS,
-        segment_jitter_ms: int = 0,
-        segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
-        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        max_compaction_lag_ms: int | None = None,
+        segment_bytes: int = DEFAULTS.segment_bytes,
+        segment_ms: int = DEFAULTS.segment_ms,
+        segment_jitter_ms: int = DEFAULTS.segment_jitter_ms,
+        segment_index_bytes: int = DEFAULTS.segment_index_bytes,
+        index_interval_bytes: int = DEFAULTS.index_interval_bytes,
+        max_message_bytes: int = DEFAULTS.max_message_bytes,
+        max_compaction_lag_ms: int | None = DEFAULTS.max_compaction_lag_ms,
         topic_id: str | None = None,
         random_seed: int | None = None,
     ) -> None:

@@ -76,7 +76,6 @@ DEFAULT_MAX_BYTES = MAX_INT  # Kafka's default for --max-bytes: "read everything
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size: bytes read at each offset-index position
 RECORD_INDENT = "|"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
-_TIMESTAMP_TYPE_NAMES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 _DUMP_WINDOW = 8 * 1024 * 1024  # bytes of a .log read at a time
 _SCAN_WINDOW = 16 * 1024  # from an index position the wanted batch is usually a few KiB away
 _WARM_INDEX_BYTES = 8192  # AbstractIndex: lookups first search the last 8 KiB of entries
@@ -398,7 +397,7 @@ def batch_line(batch: FileBatch, position: int) -> str:
             batch.position,
         )
     return (
-        f"{first} position: {position} {_TIMESTAMP_TYPE_NAMES[h.timestamp_type]}: {max_timestamp} "
+        f"{first} position: {position} {h.timestamp_type.label}: {max_timestamp} "
         f"size: {batch.size_in_bytes} magic: {h.magic} compresscodec: {codec} crc: {h.crc} "
         f"isvalid: {_java_bool(_is_valid(batch))}"
     )
@@ -410,7 +409,7 @@ def record_line(batch: FileBatch, record: Record | legacy_records.LegacyRecord, 
     parts: list[str] = []
     if not options.skip_record_metadata:
         parts.append(
-            f"{RECORD_INDENT} offset: {record.offset} {_TIMESTAMP_TYPE_NAMES[h.timestamp_type]}: "
+            f"{RECORD_INDENT} offset: {record.offset} {h.timestamp_type.label}: "
             f"{record.timestamp} keySize: {_size(record.key)} valueSize: {_size(record.value)}"
         )
         if isinstance(h, BatchHeader):

@@ -118,20 +118,12 @@ class ReportRow:
     duration_ms: int | None = 0
 
 
-ResultRow = CompactRow | RetainRow | ReportRow
 R = TypeVar("R", CompactRow, RetainRow, ReportRow)
 
 
 def columns(row_type: type) -> list[str]:
     """The result table's columns of ``row_type``, in order."""
     return [f.name for f in dataclasses.fields(row_type) if f.metadata.get("column", True)]
-
-
-def failed_row(row_type: type, log_dir: str, topic: str, partition: int, reason: str, **more: Any) -> dict:
-    """A ``failed`` row of ``row_type`` as the driver collects it, the other columns at their defaults."""
-    return dataclasses.asdict(
-        row_type(log_dir=log_dir, topic=topic, partition=partition, status="failed", reason=reason, **more)
-    )
 
 
 class RowDraft(Generic[R]):
