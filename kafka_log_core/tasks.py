@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cleaner, leftovers, locks, recovery, retention
+from . import cleaner, leftovers, locks, recovery, retention, split_cleaning
 from .checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from .config import ConfigSet, LogConfig, TopicSettings
 from .errors import (
@@ -63,6 +63,10 @@ class JobOptions:
     force: bool = False
     log_start_offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
     recover: bool = True  # False (--no-recover): refuse partitions the broker's loader would change
+    rounds: int = (
+        1  # compact: cleaning rounds per run, each one broker round; 0 = until nothing more to clean
+    )
+    split_above: int | None = None  # compact: split rounds whose cleanable bytes exceed this (split_cleaning)
 
 
 Configs = ConfigSet | Mapping[str, ConfigSet]  # one for every log dir, or each log dir's own
@@ -300,7 +304,11 @@ COMPACT_ROW = dict(
 )  # fmt: skip
 
 
-def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -> dict:
+def compact_partition(
+    task: PartitionTask, configs: Configs, opts: JobOptions, split_runner: Callable | None = None
+) -> dict:
+    """``split_runner``: how split rounds run their pieces (``split_cleaning.Runner``; the Spark driver
+    passes its own). Without it, a round above ``opts.split_above`` leaves a row of status ``split``."""
     cs = configs_for(configs, task.log_dir)
 
     def body(row: dict) -> None:
@@ -326,69 +334,111 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
             return
         with holding(task, opts) as current:
             log = prepare(current, cfg, opts, notes, cs, row)
-            producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
-            plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
-            row.update(
-                records_before=0,
-                records_after=0,
-                tombstones_removed=0,
-                map_utilization=0.0,
-                dirty_ratio=plan.dirty_ratio,
-                first_dirty_offset=plan.first_dirty_offset,
-                first_uncleanable_offset=plan.first_uncleanable_offset,
-                bytes_before=log.size_in_bytes,
-                bytes_after=log.size_in_bytes,
-            )
-            if plan.checkpoint_reset:
-                notes.append(
-                    f"cleaner checkpoint out of range: reset to the log start offset {plan.log_start_offset}"
+            done = 0
+            while done < opts.rounds or opts.rounds == ALL_ROUNDS:  # each round as another run would do it
+                if not _compact_round(current, log, cfg, cs, opts, notes, row, done, split_runner):
+                    break
+                done += 1
+                current = dataclasses.replace(
+                    current, checkpoints=read_partition_checkpoints(current.log_dir, current.tp)
                 )
-            if not plan.eligible:
-                if plan.checkpoint_reset and not opts.dry_run:
-                    update_checkpoint(
-                        task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, plan.first_dirty_offset
-                    )
-                row["reason"] = "; ".join([plan.reason, *notes])
-                return
-            if opts.dry_run:
-                from .report import estimate_compaction  # the report's estimate (report imports this module)
-
-                estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
-                records = estimate.records or 0
-                row.update(
-                    status="would clean",
-                    reason="; ".join([plan.reason, estimate.describe(), *notes]),
-                    records_before=records,
-                    records_after=records - estimate.duplicates,
-                    bytes_after=log.size_in_bytes - estimate.bytes,
-                    tombstones_removed=None,
-                    map_utilization=None,
-                )
-                return
-            check_free_space(
-                log.directory,
-                sum(s.size for s in log.segments if s.base_offset < plan.first_uncleanable_offset),
-            )
-            result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
-            update_checkpoint(task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, result.end_offset)
-            after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
-            s = result.stats
-            if result.map_full:
-                notes.append(
-                    f"offset map full ({cs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
-                    f"{result.end_offset}, the rest on the next run"
-                )
-            row.update(
-                status="cleaned",
-                reason="; ".join([plan.reason, *notes]),
-                bytes_after=after.size_in_bytes,
-                records_before=s.records_read,
-                records_after=s.records_retained,
-                tombstones_removed=s.tombstones_read - s.tombstones_retained,
-                map_utilization=result.map_utilization,
-            )
+                log = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
+            if done > 1:
+                row["reason"] += f"; {done} rounds"
 
     return _run_guarded(task, COMPACT_ROW, body)
+
+
+ALL_ROUNDS = 0  # --rounds all
+SPLIT = "split"  # the row of a partition an executor left for the driver to clean in split tasks
+
+
+def _compact_round(
+    current: PartitionTask, log: PartitionLog, cfg: LogConfig, cs: ConfigSet, opts: JobOptions, notes: list[str],
+    row: dict, done: int, split_runner: Callable | None,
+) -> bool:  # fmt: skip
+    """One cleaning round after ``done`` rounds of this run; fills ``row``. True when another round may
+    clean more (this one cleaned, and left part of the dirty section dirty)."""
+    producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
+    plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
+    if done == 0:
+        row.update(
+            records_before=0,
+            records_after=0,
+            tombstones_removed=0,
+            map_utilization=0.0,
+            dirty_ratio=plan.dirty_ratio,
+            first_dirty_offset=plan.first_dirty_offset,
+            first_uncleanable_offset=plan.first_uncleanable_offset,
+            bytes_before=log.size_in_bytes,
+            bytes_after=log.size_in_bytes,
+        )
+    if plan.checkpoint_reset:
+        notes.append(
+            f"cleaner checkpoint out of range: reset to the log start offset {plan.log_start_offset}"
+        )
+    if not plan.eligible:
+        if plan.checkpoint_reset and not opts.dry_run:
+            update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, plan.first_dirty_offset)
+        if done == 0:
+            row["reason"] = "; ".join([plan.reason, *notes])
+        return False
+    if opts.dry_run:
+        from .report import estimate_compaction  # the report's estimate (report imports this module)
+
+        estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
+        records = estimate.records or 0
+        row.update(
+            status="would clean",
+            reason="; ".join([plan.reason, estimate.describe(), *notes]),
+            records_before=records,
+            records_after=records - estimate.duplicates,
+            bytes_after=log.size_in_bytes - estimate.bytes,
+            tombstones_removed=None,
+            map_utilization=None,
+        )
+        return False
+    split = opts.split_above is not None and plan.cleanable_bytes > opts.split_above
+    if split and split_runner is None:  # an executor: the driver cleans it with tasks of its own
+        if done == 0:
+            row.update(
+                status=SPLIT, reason=f"cleanable section of {plan.cleanable_bytes} bytes: split cleaning"
+            )
+        return False
+    check_free_space(
+        log.directory,
+        sum(s.size for s in log.segments if s.base_offset < plan.first_uncleanable_offset),
+    )
+    result = None
+    if split:
+        try:
+            result = split_cleaning.clean_log_split(
+                log, plan, cfg, cs.broker, opts.now_ms, producers, split_runner or split_cleaning.run_local
+            )
+            notes.append(f"split cleaning: {result.groups} groups in parallel tasks, every key in one round")
+        except split_cleaning.NotSplittable as err:
+            notes.append(f"{err}")
+    if result is None:
+        result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
+    update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, result.end_offset)
+    after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
+    s = result.stats
+    more = result.end_offset < plan.first_uncleanable_offset and result.end_offset > plan.first_dirty_offset
+    if result.map_full and not (more and (done + 1 < opts.rounds or opts.rounds == ALL_ROUNDS)):
+        notes.append(
+            f"offset map full ({cs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
+            f"{result.end_offset}, the rest on the next run"
+        )
+    row.update(
+        status="cleaned",
+        reason="; ".join([plan.reason, *notes]),
+        bytes_after=after.size_in_bytes,
+        records_before=row["records_before"] if done else s.records_read,
+        records_after=s.records_retained,
+        tombstones_removed=row["tombstones_removed"] + s.tombstones_read - s.tombstones_retained,
+        map_utilization=result.map_utilization,
+    )
+    return more
 
 
 RETAIN_ROW = dict(

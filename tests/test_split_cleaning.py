@@ -1,0 +1,233 @@
+"""Split cleaning (one round over every key, cut into per-segment and per-group tasks) and --rounds.
+
+The reference is the single-task cleaner of the same code base with a dedupe buffer large enough for
+every key -- which the differential broker tests hold to Kafka's own cleaner -- and, for --rounds,
+the same job run again and again. Files are compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from logbuild import TS, read_records
+
+from kafka_log_core import legacy_records, log_file, record_batch
+from kafka_log_core.config import load_config
+from kafka_log_core.filenames import TopicPartition
+from kafka_log_core.kafka_version import LATEST, KafkaVersion
+from kafka_log_core.partition_log import LogDirState
+from kafka_log_core.record_batch import Record
+from kafka_log_core.split_cleaning import run_local
+from kafka_log_core.tasks import ALL_ROUNDS, JobOptions, PartitionTask, compact_partition
+from kafka_log_core.writer import PartitionWriter
+
+TOPIC = "orders"
+DAY = 86_400_000
+BIG_BUFFER = "log.cleaner.dedupe.buffer.size=1073741824"
+SETTINGS = ["cleanup.policy=compact", "segment.index.bytes=600", "delete.retention.ms=3600000"]  # groups of a few segments
+CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd
+
+
+def _write(w: PartitionWriter, rng: random.Random, n_batches: int, keys: int, at: int, *, open_txn: bool) -> None:
+    """Keyed batches in every codec, tombstones, unkeyed records, idempotent and transactional producers
+    (committed and aborted), one transaction left open at the end when ``open_txn``."""
+    seq = {7: 0, 9: 0}
+    for b in range(n_batches):
+        now = at + b * 10
+        recs = []
+        for i in range(rng.randrange(1, 12)):
+            key = None if rng.random() < 0.03 else b"k%04d" % rng.randrange(keys)
+            value = None if rng.random() < 0.12 else b"v%d-" % b + b"x" * rng.randrange(0, 60)
+            recs.append(Record(0, now + i, key, value))
+        kind = rng.random()
+        codec = CODECS[b % len(CODECS)]
+        if kind < 0.15:  # a transaction of producer 9: committed or aborted
+            w.append_records(recs, now_ms=now, codec=codec, producer_id=9, producer_epoch=0, base_sequence=seq[9],
+                             is_transactional=True)  # fmt: skip
+            seq[9] += len(recs)
+            ctype = record_batch.CONTROL_COMMIT if rng.random() < 0.5 else record_batch.CONTROL_ABORT
+            w.append_control(ctype, producer_id=9, producer_epoch=0, coordinator_epoch=1, now_ms=now + 1)
+        elif kind < 0.3:  # idempotent producer 7
+            w.append_records(recs, now_ms=now, codec=codec, producer_id=7, producer_epoch=0, base_sequence=seq[7])
+            seq[7] += len(recs)
+        else:
+            w.append_records(recs, now_ms=now, codec=codec)
+    if open_txn:
+        w.append_records([Record(0, at, b"k0001", b"open")], now_ms=at, producer_id=11, producer_epoch=0,
+                         base_sequence=0, is_transactional=True)  # fmt: skip
+    w.append_records([Record(0, at, b"tail", b"t")], now_ms=at)  # rolls nothing: the active segment's
+
+
+def _legacy_prefix(w: PartitionWriter) -> None:
+    """Magic 0 and 1 entries, plain and gzip-wrapped, as a pre-0.11 broker wrote them."""
+    entries = []
+    for i in range(40):
+        key = b"k%04d" % (i % 15)
+        value = None if i % 9 == 0 else b"old%d" % i
+        entries.append(legacy_records.encode_message(i, 1 if i < 25 else 0, key, value, TS + i if i < 25 else -1))
+    w.append_batch(b"".join(entries[:20]), now_ms=TS)
+    wrapped = [legacy_records.LegacyRecord(20 + i, 1, 0, TS + i, 0, b"k%04d" % (i % 7), b"w%d" % i) for i in range(5)]
+    w.append_batch(legacy_records.encode_wrapper(wrapped, 1, 1), now_ms=TS)
+    w.append_batch(b"".join(entries[25:]), now_ms=TS)
+
+
+def build(log_dir: Path, *, seed: int = 1, legacy: bool = False, keys: int = 300) -> Path:
+    rng = random.Random(seed)
+    with PartitionWriter(log_dir / f"{TOPIC}-0", segment_bytes=6000, index_interval_bytes=512) as w:
+        if legacy:
+            _legacy_prefix(w)
+        _write(w, rng, 260, keys, TS, open_txn=False)
+    return log_dir / f"{TOPIC}-0"
+
+
+def compact(
+    log_dir: Path, now: int, *extra: str, rounds: int = 1, split: bool = False, version: KafkaVersion = LATEST
+) -> dict:
+    configs = load_config(None, [], [], [*SETTINGS, *extra], version=version)
+    tp = TopicPartition(TOPIC, 0)
+    task = PartitionTask(str(log_dir), TOPIC, 0, LogDirState.read(log_dir).for_partition(tp))
+    opts = JobOptions(now_ms=now, rounds=rounds, split_above=0 if split else None)
+    return compact_partition(task, configs, opts, split_runner=run_local if split else None)
+
+
+def snapshot_files(log_dir: Path) -> dict[str, bytes]:
+    """Every file of the log dir (names and bytes) but the lock files."""
+    out = {}
+    for p in sorted(log_dir.rglob("*")):
+        if p.is_file() and not p.name.endswith(".lock") and p.name != ".lock":
+            out[str(p.relative_to(log_dir))] = p.read_bytes()
+    return out
+
+
+def assert_same_dirs(a: Path, b: Path) -> None:
+    fa, fb = snapshot_files(a), snapshot_files(b)
+    assert sorted(fa) == sorted(fb)
+    for name in fa:
+        assert fa[name] == fb[name], f"{name} differs"
+    for name in fa:
+        if name.endswith(".log"):
+            assert os.stat(a / name).st_mtime_ns // 10**6 == os.stat(b / name).st_mtime_ns // 10**6, name
+
+
+def twin(tmp_path: Path, name: str, source: Path) -> Path:
+    d = tmp_path / name
+    shutil.copytree(source, d, copy_function=shutil.copy2)
+    return d
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """A partition cleaned once already (tombstones stamped with a horizon), then written more."""
+    d = tmp_path_factory.mktemp("mixed")
+    build(d, seed=3, legacy=True)
+    first = compact(d, TS + DAY, BIG_BUFFER)
+    assert first["status"] == "cleaned", first
+    with PartitionWriter(d / f"{TOPIC}-0", segment_bytes=6000, index_interval_bytes=512) as w:
+        _write(w, random.Random(4), 200, 300, TS + DAY + 1000, open_txn=True)
+    return d
+
+
+def test_split_round_equals_one_task_with_a_buffer_for_every_key(tmp_path, mixed):
+    """Legacy entries, every codec, tombstones stamped past their horizon and new ones, committed,
+    aborted and open transactions, markers: the split round writes the same files and checkpoint."""
+    now = TS + 2 * DAY  # the first cleaning's horizons (TS + DAY + 1 h) have passed
+    single, split = twin(tmp_path, "single", mixed), twin(tmp_path, "split", mixed)
+    r1 = compact(single, now, BIG_BUFFER)
+    r2 = compact(split, now, split=True)
+    assert r1["status"] == r2["status"] == "cleaned", (r1, r2)
+    assert "split cleaning" in r2["reason"] and "split cleaning" not in r1["reason"]
+    assert (r1["records_before"], r1["records_after"], r1["tombstones_removed"]) == (
+        r2["records_before"], r2["records_after"], r2["tombstones_removed"],
+    )  # fmt: skip
+    assert_same_dirs(single, split)
+    assert r2["tombstones_removed"] > 0  # some horizons had passed
+    assert read_records(split / f"{TOPIC}-0")  # kafka-python decodes the result
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_split_round_on_a_fresh_partition_matches_with_rule_r2_2_of_either_release(tmp_path, seed):
+    source = tmp_path / "source"
+    build(source, seed=seed, keys=80)
+    for version in (LATEST, KafkaVersion(3, 8)):
+        single, split = twin(tmp_path, f"single{version}", source), twin(tmp_path, f"split{version}", source)
+        r1 = compact(single, TS + DAY, BIG_BUFFER, version=version)
+        r2 = compact(split, TS + DAY, version=version, split=True)
+        assert r1["status"] == r2["status"] == "cleaned", (r1, r2)
+        assert_same_dirs(single, split)
+
+
+def test_split_round_covers_keys_far_beyond_the_dedupe_buffer(tmp_path):
+    """A tiny buffer: the single task takes many rounds; the split round is one, and equals the single
+    task with a buffer for every key."""
+    source = tmp_path / "source"
+    build(source, seed=8, keys=2000)
+    tiny = "log.cleaner.dedupe.buffer.size=2400"  # 100 slots, 90 keys a round
+    big, split = twin(tmp_path, "big", source), twin(tmp_path, "split", source)
+    compact(big, TS + DAY, BIG_BUFFER)
+    row = compact(split, TS + DAY, tiny, split=True)
+    assert row["status"] == "cleaned" and "offset map full" not in row["reason"], row
+    assert_same_dirs(big, split)
+
+
+def test_rounds_all_equals_running_one_round_again_and_again(tmp_path):
+    source = tmp_path / "source"
+    build(source, seed=9, keys=600)
+    tiny = "log.cleaner.dedupe.buffer.size=24000"  # 1000 slots, 900 keys a round
+    once, again = twin(tmp_path, "all", source), twin(tmp_path, "again", source)
+    row = compact(once, TS + DAY, tiny, rounds=ALL_ROUNDS)
+    assert row["status"] == "cleaned", row
+    runs = 0
+    while True:
+        r = compact(again, TS + DAY, tiny)
+        if r["status"] != "cleaned":
+            break
+        runs += 1
+    assert runs >= 3, "the buffer should take several rounds"
+    assert row["reason"].endswith(f"{runs} rounds"), row["reason"]
+    assert_same_dirs(once, again)
+
+
+def test_rounds_n_stops_after_n_rounds(tmp_path):
+    source = tmp_path / "source"
+    build(source, seed=9, keys=600)
+    tiny = "log.cleaner.dedupe.buffer.size=24000"
+    two, again = twin(tmp_path, "two", source), twin(tmp_path, "again", source)
+    compact(two, TS + DAY, tiny, rounds=2)
+    compact(again, TS + DAY, tiny)
+    compact(again, TS + DAY, tiny)
+    assert_same_dirs(two, again)
+
+
+def test_without_a_runner_a_split_partition_is_left_to_the_driver(tmp_path):
+    source = tmp_path / "source"
+    build(source, seed=2, keys=50)
+    before = snapshot_files(source)
+    configs = load_config(None, [], [], SETTINGS)
+    tp = TopicPartition(TOPIC, 0)
+    task = PartitionTask(str(source), TOPIC, 0, LogDirState.read(source).for_partition(tp))
+    row = compact_partition(task, configs, JobOptions(now_ms=TS + DAY, split_above=0))
+    assert row["status"] == "split", row
+    assert snapshot_files(source) == before
+
+
+def test_small_partitions_keep_the_single_task_path(tmp_path):
+    source = tmp_path / "source"
+    build(source, seed=2, keys=50)
+    configs = load_config(None, [], [], SETTINGS)
+    tp = TopicPartition(TOPIC, 0)
+    task = PartitionTask(str(source), TOPIC, 0, LogDirState.read(source).for_partition(tp))
+    row = compact_partition(task, configs, JobOptions(now_ms=TS + DAY, split_above=4 * 2**30), split_runner=run_local)
+    assert row["status"] == "cleaned" and "split" not in row["reason"], row
+
+
+def all_records(d: Path):
+    out = []
+    for path in sorted((d / f"{TOPIC}-0").glob("*.log")):
+        for b in log_file.iter_file_batches(path, strict=True):
+            b.verify()
+            out += [(r.offset, r.key, r.value) for r in b.records()]
+    return out
