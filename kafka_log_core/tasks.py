@@ -336,9 +336,10 @@ def compact_partition(
             log = prepare(current, cfg, opts, notes, cs, row)
             done = 0
             while done < opts.rounds or opts.rounds == ALL_ROUNDS:  # each round as another run would do it
-                if not _compact_round(current, log, cfg, cs, opts, notes, row, done, split_runner):
+                cleaned, more = _compact_round(current, log, cfg, cs, opts, notes, row, done, split_runner)
+                done += cleaned
+                if not more:
                     break
-                done += 1
                 current = dataclasses.replace(
                     current, checkpoints=read_partition_checkpoints(current.log_dir, current.tp)
                 )
@@ -356,9 +357,9 @@ SPLIT = "split"  # the row of a partition an executor left for the driver to cle
 def _compact_round(
     current: PartitionTask, log: PartitionLog, cfg: LogConfig, cs: ConfigSet, opts: JobOptions, notes: list[str],
     row: dict, done: int, split_runner: Callable | None,
-) -> bool:  # fmt: skip
-    """One cleaning round after ``done`` rounds of this run; fills ``row``. True when another round may
-    clean more (this one cleaned, and left part of the dirty section dirty)."""
+) -> tuple[bool, bool]:  # fmt: skip
+    """One cleaning round after ``done`` rounds of this run; fills ``row``. Returns (cleaned, more): more
+    when another round may clean more (this one left part of its dirty section dirty)."""
     producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
     plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
     if done == 0:
@@ -382,7 +383,7 @@ def _compact_round(
             update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, plan.first_dirty_offset)
         if done == 0:
             row["reason"] = "; ".join([plan.reason, *notes])
-        return False
+        return False, False
     if opts.dry_run:
         from .report import estimate_compaction  # the report's estimate (report imports this module)
 
@@ -397,14 +398,14 @@ def _compact_round(
             tombstones_removed=None,
             map_utilization=None,
         )
-        return False
+        return False, False
     split = opts.split_above is not None and plan.cleanable_bytes > opts.split_above
     if split and split_runner is None:  # an executor: the driver cleans it with tasks of its own
         if done == 0:
             row.update(
                 status=SPLIT, reason=f"cleanable section of {plan.cleanable_bytes} bytes: split cleaning"
             )
-        return False
+        return False, False
     check_free_space(
         log.directory,
         sum(s.size for s in log.segments if s.base_offset < plan.first_uncleanable_offset),
@@ -438,7 +439,7 @@ def _compact_round(
         tombstones_removed=row["tombstones_removed"] + s.tombstones_read - s.tombstones_retained,
         map_utilization=result.map_utilization,
     )
-    return more
+    return True, more
 
 
 RETAIN_ROW = dict(

@@ -28,11 +28,19 @@ from kafka_log_core.writer import PartitionWriter
 TOPIC = "orders"
 DAY = 86_400_000
 BIG_BUFFER = "log.cleaner.dedupe.buffer.size=1073741824"
-SETTINGS = ["cleanup.policy=compact", "segment.index.bytes=600", "delete.retention.ms=3600000"]  # groups of a few segments
+SETTINGS = [
+    "cleanup.policy=compact",
+    "segment.index.bytes=600",
+    "delete.retention.ms=3600000",
+]  # groups of a few segments
+# the smallest buffer the broker accepts, with a load factor that makes it hold 218 keys a round
+TINY_MAP = ("log.cleaner.dedupe.buffer.size=1048600", "log.cleaner.io.buffer.load.factor=0.005")
 CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd
 
 
-def _write(w: PartitionWriter, rng: random.Random, n_batches: int, keys: int, at: int, *, open_txn: bool) -> None:
+def _write(
+    w: PartitionWriter, rng: random.Random, n_batches: int, keys: int, at: int, *, open_txn: bool
+) -> None:
     """Keyed batches in every codec, tombstones, unkeyed records, idempotent and transactional producers
     (committed and aborted), one transaction left open at the end when ``open_txn``."""
     seq = {7: 0, 9: 0}
@@ -52,7 +60,9 @@ def _write(w: PartitionWriter, rng: random.Random, n_batches: int, keys: int, at
             ctype = record_batch.CONTROL_COMMIT if rng.random() < 0.5 else record_batch.CONTROL_ABORT
             w.append_control(ctype, producer_id=9, producer_epoch=0, coordinator_epoch=1, now_ms=now + 1)
         elif kind < 0.3:  # idempotent producer 7
-            w.append_records(recs, now_ms=now, codec=codec, producer_id=7, producer_epoch=0, base_sequence=seq[7])
+            w.append_records(
+                recs, now_ms=now, codec=codec, producer_id=7, producer_epoch=0, base_sequence=seq[7]
+            )
             seq[7] += len(recs)
         else:
             w.append_records(recs, now_ms=now, codec=codec)
@@ -68,9 +78,13 @@ def _legacy_prefix(w: PartitionWriter) -> None:
     for i in range(40):
         key = b"k%04d" % (i % 15)
         value = None if i % 9 == 0 else b"old%d" % i
-        entries.append(legacy_records.encode_message(i, 1 if i < 25 else 0, key, value, TS + i if i < 25 else -1))
+        entries.append(
+            legacy_records.encode_message(i, 1 if i < 25 else 0, key, value, TS + i if i < 25 else -1)
+        )
     w.append_batch(b"".join(entries[:20]), now_ms=TS)
-    wrapped = [legacy_records.LegacyRecord(20 + i, 1, 0, TS + i, 0, b"k%04d" % (i % 7), b"w%d" % i) for i in range(5)]
+    wrapped = [
+        legacy_records.LegacyRecord(20 + i, 1, 0, TS + i, 0, b"k%04d" % (i % 7), b"w%d" % i) for i in range(5)
+    ]
     w.append_batch(legacy_records.encode_wrapper(wrapped, 1, 1), now_ms=TS)
     w.append_batch(b"".join(entries[25:]), now_ms=TS)
 
@@ -165,10 +179,10 @@ def test_split_round_covers_keys_far_beyond_the_dedupe_buffer(tmp_path):
     task with a buffer for every key."""
     source = tmp_path / "source"
     build(source, seed=8, keys=2000)
-    tiny = "log.cleaner.dedupe.buffer.size=2400"  # 100 slots, 90 keys a round
+    tiny = TINY_MAP
     big, split = twin(tmp_path, "big", source), twin(tmp_path, "split", source)
     compact(big, TS + DAY, BIG_BUFFER)
-    row = compact(split, TS + DAY, tiny, split=True)
+    row = compact(split, TS + DAY, *tiny, split=True)
     assert row["status"] == "cleaned" and "offset map full" not in row["reason"], row
     assert_same_dirs(big, split)
 
@@ -176,13 +190,13 @@ def test_split_round_covers_keys_far_beyond_the_dedupe_buffer(tmp_path):
 def test_rounds_all_equals_running_one_round_again_and_again(tmp_path):
     source = tmp_path / "source"
     build(source, seed=9, keys=600)
-    tiny = "log.cleaner.dedupe.buffer.size=24000"  # 1000 slots, 900 keys a round
+    tiny = TINY_MAP
     once, again = twin(tmp_path, "all", source), twin(tmp_path, "again", source)
-    row = compact(once, TS + DAY, tiny, rounds=ALL_ROUNDS)
+    row = compact(once, TS + DAY, *tiny, rounds=ALL_ROUNDS)
     assert row["status"] == "cleaned", row
     runs = 0
     while True:
-        r = compact(again, TS + DAY, tiny)
+        r = compact(again, TS + DAY, *tiny)
         if r["status"] != "cleaned":
             break
         runs += 1
@@ -194,24 +208,25 @@ def test_rounds_all_equals_running_one_round_again_and_again(tmp_path):
 def test_rounds_n_stops_after_n_rounds(tmp_path):
     source = tmp_path / "source"
     build(source, seed=9, keys=600)
-    tiny = "log.cleaner.dedupe.buffer.size=24000"
+    tiny = TINY_MAP
     two, again = twin(tmp_path, "two", source), twin(tmp_path, "again", source)
-    compact(two, TS + DAY, tiny, rounds=2)
-    compact(again, TS + DAY, tiny)
-    compact(again, TS + DAY, tiny)
+    compact(two, TS + DAY, *tiny, rounds=2)
+    compact(again, TS + DAY, *tiny)
+    compact(again, TS + DAY, *tiny)
     assert_same_dirs(two, again)
 
 
 def test_without_a_runner_a_split_partition_is_left_to_the_driver(tmp_path):
     source = tmp_path / "source"
     build(source, seed=2, keys=50)
-    before = snapshot_files(source)
+    before = {n: b for n, b in snapshot_files(source).items() if n.endswith(".log")}
     configs = load_config(None, [], [], SETTINGS)
     tp = TopicPartition(TOPIC, 0)
     task = PartitionTask(str(source), TOPIC, 0, LogDirState.read(source).for_partition(tp))
     row = compact_partition(task, configs, JobOptions(now_ms=TS + DAY, split_above=0))
     assert row["status"] == "split", row
-    assert snapshot_files(source) == before
+    assert {n: b for n, b in snapshot_files(source).items() if n.endswith(".log")} == before
+    assert not (source / "cleaner-offset-checkpoint").exists()
 
 
 def test_small_partitions_keep_the_single_task_path(tmp_path):
@@ -220,7 +235,9 @@ def test_small_partitions_keep_the_single_task_path(tmp_path):
     configs = load_config(None, [], [], SETTINGS)
     tp = TopicPartition(TOPIC, 0)
     task = PartitionTask(str(source), TOPIC, 0, LogDirState.read(source).for_partition(tp))
-    row = compact_partition(task, configs, JobOptions(now_ms=TS + DAY, split_above=4 * 2**30), split_runner=run_local)
+    row = compact_partition(
+        task, configs, JobOptions(now_ms=TS + DAY, split_above=4 * 2**30), split_runner=run_local
+    )
     assert row["status"] == "cleaned" and "split" not in row["reason"], row
 
 
