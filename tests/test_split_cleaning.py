@@ -248,3 +248,25 @@ def all_records(d: Path):
             b.verify()
             out += [(r.offset, r.key, r.value) for r in b.records()]
     return out
+
+
+# ------------------------------------------------------------------------------------------- on Spark
+def test_compact_job_on_spark_splits_the_round_into_tasks_and_matches_one_task(tmp_path, spark, mixed):
+    """The compact job: the executor leaves the partition to the driver, which runs pass 1 per segment,
+    the combine by digest and pass 2 per group as Spark tasks; the files equal a single task's with a
+    buffer for every key (this one holds 218 keys a round)."""
+    from jobs import compact as compact_job
+
+    now = TS + 2 * DAY
+    single, split = twin(tmp_path, "single", mixed), twin(tmp_path, "split", mixed)
+    compact(single, now, BIG_BUFFER)
+    configs = load_config(None, [], [], [*SETTINGS, *TINY_MAP])
+    rows = compact_job.run(
+        spark, [str(split)], None, configs, compact_job.common.job_options(now, split_above=0)
+    )
+    assert [r["status"] for r in rows] == ["cleaned"] and "split cleaning" in rows[0]["reason"], rows
+    files_single = {n: b for n, b in snapshot_files(single).items() if not n.startswith(".kafka")}
+    files_split = {n: b for n, b in snapshot_files(split).items() if not n.startswith(".kafka")}
+    assert files_single.keys() == files_split.keys()
+    for name in files_single:
+        assert files_single[name] == files_split[name], name
