@@ -248,8 +248,8 @@ def _scan(segment: Segment, position: int, start_offset: int, tracker: Transacti
         keys *= 2
         entries = _entries(table)
         table = _table(keys)
-        kernels.map_put_many(table, entries[:, 0], entries[:, 1], entries[:, 2].astype(np.int64), 0, keys,
-                             np.ones(len(entries), dtype=np.bool_))  # fmt: skip
+        kernels.map_put_many(table, np.ascontiguousarray(entries[:, 0]), np.ascontiguousarray(entries[:, 1]),
+                             entries[:, 2].astype(np.int64), 0, keys, np.ones(len(entries), dtype=np.bool_))  # fmt: skip
         st["capacity"] = keys
         position = int(st["position"][0])  # the batch where it filled: its puts are repeated, harmless
     return _entries(table)
@@ -281,32 +281,37 @@ def bucket_rows(rows: np.ndarray, buckets: int) -> list[tuple[int, np.ndarray]]:
     ]
 
 
-def _keys(rows: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(rows[:, :2]).view("V16").ravel()
-
-
 def combine_bucket(
     entries: list[np.ndarray], lookups: list[tuple[int, np.ndarray]]
 ) -> list[tuple[int, np.ndarray]]:
-    """One bucket: the latest offset of each key over every segment's entries, joined with what each
-    group looks up. Returns (group, entries of the keys that group holds)."""
+    """One bucket: the latest offset of each key over every segment's entries (a compiled hash map, filled
+    in offset order), joined with what each group looks up. Returns (group, entries of its keys)."""
     if not entries or not lookups:
         return []
     merged = np.concatenate(entries)
-    by_offset = merged[np.argsort(merged[:, 2], kind="stable")[::-1]]  # latest first
-    keys, first = np.unique(_keys(by_offset), return_index=True)
-    latest = by_offset[first]  # sorted by key
+    merged = merged[np.argsort(merged[:, 2], kind="stable")]  # a later offset overwrites an earlier one
+    table = _table(len(merged))
+    offsets = merged[:, 2].astype(np.int64)
+    hi, lo = np.ascontiguousarray(merged[:, 0]), np.ascontiguousarray(merged[:, 1])
+    kernels.map_put_many(table, hi, lo, offsets, 0, len(merged) + 1, np.ones(len(merged), dtype=np.bool_))
     wanted: dict[int, list[np.ndarray]] = defaultdict(list)
     for group, rows in lookups:
         wanted[group].append(rows)
     out = []
     for group, parts in sorted(wanted.items()):
-        need = np.unique(_keys(np.concatenate(parts)))
-        at = np.searchsorted(keys, need)
-        found = at < len(keys)
-        found[found] = keys[at[found]] == need[found]
-        if found.any():
-            out.append((group, latest[at[found]]))
+        need = np.concatenate(parts)
+        found = kernels.map_get_many(
+            table,
+            np.ascontiguousarray(need[:, 0]),
+            np.ascontiguousarray(need[:, 1]),
+            np.ones(len(need), dtype=np.bool_),
+        )
+        hit = found >= 0
+        if hit.any():
+            rows = np.empty((int(hit.sum()), ENTRY), dtype=np.uint64)
+            rows[:, :2] = need[hit]
+            rows[:, 2] = found[hit].astype(np.uint64)
+            out.append((group, rows))
     return out
 
 
@@ -316,8 +321,8 @@ def clean_group(sp: SplitPlan, job: GroupJob, entries: np.ndarray) -> GroupOutpu
     directory = Path(sp.directory)
     group = [Segment.open(directory, b) for b in job.bases]
     offset_map = OffsetMap((2 * len(entries) + 64) * 24, 0.9, len(entries))
-    offset_map.put_many(entries[:, 0], entries[:, 1], entries[:, 2].astype(np.int64),
-                        np.ones(len(entries), dtype=np.bool_))  # fmt: skip
+    offset_map.put_many(np.ascontiguousarray(entries[:, 0]), np.ascontiguousarray(entries[:, 1]),
+                        entries[:, 2].astype(np.int64), np.ones(len(entries), dtype=np.bool_))  # fmt: skip
     tracker = copy.deepcopy(job.tracker)  # a broadcast value: a retried task starts from it again
     st = sk.new_state(
         sk.CLEAN_STATE, now_ms=sp.now_ms, delete_retention_ms=sp.cfg.delete_retention_ms,
