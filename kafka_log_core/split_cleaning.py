@@ -140,13 +140,13 @@ def plan_split(
             seg_jobs.append(SegmentJob(s.base_offset, group_of[s.base_offset], 0, None, True))
             continue
         position = s.offset_index.lookup(first_dirty).position
-        seg_jobs.append(
-            SegmentJob(
-                s.base_offset, group_of[s.base_offset], position, map_tracker.snapshot(s.base_offset),
-                s.base_offset < first_dirty,
-            )
-        )  # fmt: skip
-        _track(s, position, map_tracker)
+        snapshot = map_tracker.snapshot(s.base_offset)
+        transactional = _track(s, position, map_tracker)
+        # Pass 2 looks up the keys of every batch its own tracker keeps. Where pass 1's tracker may judge
+        # a transactional batch otherwise (it starts at the first dirty offset, pass 2 at the log start:
+        # Kafka's too), the lookups come from every keyed record, not from the map entries.
+        full = s.base_offset < first_dirty or transactional
+        seg_jobs.append(SegmentJob(s.base_offset, group_of[s.base_offset], position, snapshot, full))
 
     # the pass-2 tracker, as clean_log runs it over every group in order
     clean_tracker = TransactionTracker(record_events=True)
@@ -174,14 +174,20 @@ def plan_split(
     )  # fmt: skip
 
 
-def _track(segment: Segment, position: int, tracker: TransactionTracker) -> None:
-    """The tracker through every batch header of ``segment`` from ``position`` (compiled)."""
+def _track(segment: Segment, position: int, tracker: TransactionTracker) -> bool:
+    """The tracker through every batch header of ``segment`` from ``position`` (compiled). True when a
+    transactional data batch was among them."""
     rows = segment.headers(position).view(np.int64).reshape(-1, sk.HEADER_FIELDS)
+    transactional = bool(
+        np.any(
+            (rows[:, sk.H_ATTRIBUTES] & (sk.TRANSACTIONAL_MASK | sk.CONTROL_MASK)) == sk.TRANSACTIONAL_MASK
+        )
+    )
     i = 0
     while True:
         status, i = track_headers(rows, i, tracker.table, tracker.state, tracker.events)
         if status == sk.DONE:
-            return
+            return transactional
         if status == sk.STOP_TXN:
             tracker.consume_up_to(int(rows[i, sk.H_LAST_OFFSET]))
         elif status == sk.STOP_TXN_TABLE:

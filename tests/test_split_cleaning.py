@@ -250,6 +250,43 @@ def all_records(d: Path):
     return out
 
 
+def test_committed_data_pass_one_takes_for_aborted_is_still_looked_up_in_pass_two(tmp_path):
+    """Pass 1's tracker starts at the first dirty offset with the aborted transactions from the log start
+    (Kafka's), so an aborted transaction of producer 9 that ended in the clean section keeps producer 9
+    "aborted" there: its later committed record K@2 stays out of the map. Pass 2's tracker, from the log
+    start, keeps that batch and looks K up: K@5, in another group, supersedes it. The split round must
+    find K for the first group too, as the single task's one map does."""
+    from logbuild import batch, make_log, marker
+
+    from kafka_log_core.checkpoints import write_offset_checkpoint
+    from kafka_log_core.txn_index import AbortedTxn, encode_txn_index
+
+    pad = "x" * 600_000  # one segment a group (segment.bytes is 1 MiB)
+    d = make_log(
+        tmp_path / "source", TOPIC, 0,
+        {
+            0: [batch(0, [("a", "1")], pid=9, epoch=0, seq=0, txn=True), marker(1, commit=False, pid=9)],
+            2: [batch(2, [("K", "v1")], pid=9, epoch=0, seq=1, txn=True), marker(3, commit=True, pid=9),
+                batch(4, [("pad1", pad)])],
+            5: [batch(5, [("K", "v2")]), batch(6, [("pad2", pad)])],
+            7: [batch(7, [("z", "1")])],
+        },
+        hw=8, clean_shutdown=True,
+    )  # fmt: skip
+    (d / "00000000000000000000.txnindex").write_bytes(encode_txn_index([AbortedTxn(9, 0, 1, 0)]))
+    write_offset_checkpoint(tmp_path / "source" / "cleaner-offset-checkpoint", {TopicPartition(TOPIC, 0): 2})
+    single, split = (
+        twin(tmp_path, "single", tmp_path / "source"),
+        twin(tmp_path, "split", tmp_path / "source"),
+    )
+    r1 = compact(single, TS + DAY, BIG_BUFFER, "segment.bytes=1048576")
+    r2 = compact(split, TS + DAY, "segment.bytes=1048576", split=True)
+    assert r1["status"] == r2["status"] == "cleaned", (r1, r2)
+    assert "2 groups" in r2["reason"], r2["reason"]
+    assert [k for _, k, _ in all_records(single)].count(b"K") == 1  # K@2 went, as Kafka's cleaner does
+    assert_same_dirs(single, split)
+
+
 # ---------------------------------------------------------------------------------------- crash safety
 SMALL_GROUPS = "segment.index.bytes=30"  # two segments a group (one index entry each after recovery)
 
