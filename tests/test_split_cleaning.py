@@ -251,32 +251,35 @@ def all_records(d: Path):
 
 
 def test_committed_data_pass_one_takes_for_aborted_is_still_looked_up_in_pass_two(tmp_path):
-    """Pass 1's tracker starts at the first dirty offset (2, mid-segment) with the aborted transactions
-    of that segment on (Kafka's), so producer 9's transaction aborted at offset 1 stays "ongoing" in it:
-    its later committed record K@3 stays out of the map. Pass 2's tracker, from the log start, keeps
-    that batch and looks K up: K@6, in another group, supersedes it. The split round must find K for
+    """Pass 1's tracker starts at the index entry below the first dirty offset (4, mid-segment, past the
+    ABORT marker at 2) with the aborted transactions of that segment on (Kafka's), so producer 9's
+    aborted transaction stays "ongoing" in it: its later committed record K@5 stays out of the map.
+    Pass 2's tracker, from the log start, keeps that batch and looks K up: K@8, in another group,
+    supersedes it. The split round must find K for
     that group too, as the single task's one map does (segments with transactional data give pass 2
     every keyed digest, not only the map entries)."""
     from logbuild import batch, make_log, marker
 
     from kafka_log_core.checkpoints import write_offset_checkpoint
+    from kafka_log_core.segment import Segment
     from kafka_log_core.txn_index import AbortedTxn, encode_txn_index
 
-    pad = "x" * 600_000  # one segment a group (segment.bytes is 1 MiB)
+    pad, filler = "x" * 600_000, "f" * 5000  # one segment a group (segment.bytes is 1 MiB); index entries
     d = make_log(
         tmp_path / "source", TOPIC, 0,
         {
-            0: [batch(0, [("a", "1")], pid=9, epoch=0, seq=0, txn=True), marker(1, commit=False, pid=9),
-                batch(2, [("pad0", pad)])],
-            3: [batch(3, [("K", "v1")], pid=9, epoch=0, seq=1, txn=True), marker(4, commit=True, pid=9),
-                batch(5, [("pad1", pad)])],
-            6: [batch(6, [("K", "v2")]), batch(7, [("pad2", pad)])],
-            8: [batch(8, [("z", "1")])],
+            0: [batch(0, [("f0", filler)]), batch(1, [("a", "1")], pid=9, epoch=0, seq=0, txn=True),
+                marker(2, commit=False, pid=9), batch(3, [("f3", filler)]), batch(4, [("pad0", pad)])],
+            5: [batch(5, [("K", "v1")], pid=9, epoch=0, seq=1, txn=True), marker(6, commit=True, pid=9),
+                batch(7, [("pad1", pad)])],
+            8: [batch(8, [("K", "v2")]), batch(9, [("pad2", pad)])],
+            10: [batch(10, [("z", "1")])],
         },
-        hw=9, clean_shutdown=True,
+        hw=11, clean_shutdown=True,
     )  # fmt: skip
-    (d / "00000000000000000000.txnindex").write_bytes(encode_txn_index([AbortedTxn(9, 0, 1, 0)]))
-    write_offset_checkpoint(tmp_path / "source" / "cleaner-offset-checkpoint", {TopicPartition(TOPIC, 0): 2})
+    (d / "00000000000000000000.txnindex").write_bytes(encode_txn_index([AbortedTxn(9, 1, 2, 1)]))
+    write_offset_checkpoint(tmp_path / "source" / "cleaner-offset-checkpoint", {TopicPartition(TOPIC, 0): 4})
+    assert Segment.open(d, 0).offset_index.lookup(4).position > 0  # pass 1 starts after the ABORT marker
     single, split = (
         twin(tmp_path, "single", tmp_path / "source"),
         twin(tmp_path, "split", tmp_path / "source"),
@@ -285,7 +288,7 @@ def test_committed_data_pass_one_takes_for_aborted_is_still_looked_up_in_pass_tw
     r2 = compact(split, TS + DAY, "segment.bytes=1048576", split=True)
     assert r1["status"] == r2["status"] == "cleaned", (r1, r2)
     assert "3 groups" in r2["reason"], r2["reason"]
-    assert [o for o, k, _ in all_records(single) if k == b"K"] == [6]  # K@3 went
+    assert [o for o, k, _ in all_records(single) if k == b"K"] == [8]  # K@5 went
     assert_same_dirs(single, split)
 
 
