@@ -85,18 +85,18 @@ def _pass1(sp: SplitPlan, i: int):
         entries, lookups = segment_digests(sp, job)
     except KafkaLogError as err:  # the message names the file and position: the driver reports it
         return str(err)
-    return [(b, (_MAP, -1, rows)) for b, rows in bucket_rows(entries, sp.buckets)] + [
+    return [(b, (_MAP, job.base, rows)) for b, rows in bucket_rows(entries, sp.buckets)] + [
         (b, (_LOOKUP, job.group, rows)) for b, rows in bucket_rows(lookups, sp.buckets)
     ]
 
 
 def _combine(parts):
     entries, lookups = [], []
-    for kind, group, rows in parts:
+    for kind, where, rows in parts:  # where: the segment's base (map entries) or the group (lookups)
         if kind == _MAP:
-            entries.append(rows)
+            entries.append((where, rows))
         else:
-            lookups.append((group, rows))
+            lookups.append((where, rows))
     return combine_bucket(entries, lookups)
 
 

@@ -60,7 +60,7 @@ from .txn_index import AbortedTxn
 from .txn_tracker import TransactionTracker
 
 BUCKET_BYTES = 256 * 1024 * 1024  # segment bytes per shuffle bucket (one combine task each)
-FIRST_MAP_KEYS = 1 << 16  # a pass-1 map starts this large and doubles when it fills
+MAX_FIRST_MAP_KEYS = 1 << 22  # a pass-1 map starts at the segment's offset span, at most this, and doubles
 ENTRY = 3  # columns of a map entry row: digest hi, digest lo, offset (uint64)
 EMPTY_ENTRIES = np.zeros((0, ENTRY), dtype=np.uint64)
 EMPTY_DIGESTS = np.zeros((0, 2), dtype=np.uint64)
@@ -247,7 +247,7 @@ def segment_digests(sp: SplitPlan, job: SegmentJob) -> tuple[np.ndarray, np.ndar
 
 
 def _scan(segment: Segment, position: int, start_offset: int, tracker: TransactionTracker) -> np.ndarray:
-    keys = FIRST_MAP_KEYS
+    keys = max(16, min(segment.read_next_offset - segment.base_offset, MAX_FIRST_MAP_KEYS))  # >= its records
     table = _table(keys)
     st = sk.new_state(sk.MAP_STATE, start_offset=start_offset, latest_offset=-1, keys=0, capacity=keys)
     while map_segment(segment, position, table, tracker, st):  # full: twice as large, and go on
@@ -276,30 +276,31 @@ def bucket_rows(rows: np.ndarray, buckets: int) -> list[tuple[int, np.ndarray]]:
     """Rows (digest first) cut by digest into ``buckets`` buckets: (bucket, rows) for the non-empty ones."""
     if not len(rows):
         return []
-    which = (rows[:, 0] >> np.uint64(32)) % np.uint64(buckets)
-    order = np.argsort(which, kind="stable")
-    which = which[order]
-    cuts = np.flatnonzero(np.diff(which)) + 1
-    starts = np.concatenate(([0], cuts))
-    return [
-        (int(which[s]), np.ascontiguousarray(part))
-        for s, part in zip(starts, np.split(rows[order], cuts), strict=True)
-    ]
+    which = ((rows[:, 0] >> np.uint64(32)) % np.uint64(buckets)).astype(np.int64)
+    out = []
+    for b in range(buckets):
+        part = rows[which == b]
+        if len(part):
+            out.append((b, part))
+    return out
 
 
 def combine_bucket(
-    entries: list[np.ndarray], lookups: list[tuple[int, np.ndarray]]
+    entries: list[tuple[int, np.ndarray]], lookups: list[tuple[int, np.ndarray]]
 ) -> list[tuple[int, np.ndarray]]:
-    """One bucket: the latest offset of each key over every segment's entries (a compiled hash map, filled
-    in offset order), joined with what each group looks up. Returns (group, entries of its keys)."""
+    """One bucket: the latest offset of each key over every segment's entries ((segment base, rows): put
+    into a compiled hash map segment after segment, a later one overwriting), joined with what each
+    group looks up ((group, digests)). Returns (group, entries of the keys it looks up)."""
     if not entries or not lookups:
         return []
-    merged = np.concatenate(entries)
-    merged = merged[np.argsort(merged[:, 2], kind="stable")]  # a later offset overwrites an earlier one
-    table = _table(len(merged))
-    offsets = merged[:, 2].astype(np.int64)
-    hi, lo = np.ascontiguousarray(merged[:, 0]), np.ascontiguousarray(merged[:, 1])
-    kernels.map_put_many(table, hi, lo, offsets, 0, len(merged) + 1, np.ones(len(merged), dtype=np.bool_))
+    entries = sorted(entries, key=lambda e: e[0])
+    table = _table(sum(len(rows) for _, rows in entries))
+    used = 0
+    for _, rows in entries:  # a key appears once per segment: only the order of the segments matters
+        _, used, _ = kernels.map_put_many(
+            table, np.ascontiguousarray(rows[:, 0]), np.ascontiguousarray(rows[:, 1]), rows[:, 2].astype(np.int64),
+            used, table.shape[0], np.ones(len(rows), dtype=np.bool_),
+        )  # fmt: skip
     wanted: dict[int, list[np.ndarray]] = defaultdict(list)
     for group, rows in lookups:
         wanted[group].append(rows)
@@ -381,13 +382,13 @@ Runner = Callable[[SplitPlan], list[GroupOutput]]
 
 def run_local(sp: SplitPlan) -> list[GroupOutput]:
     """Every piece in this process, in order (what a Spark job does across tasks)."""
-    in_bucket: dict[int, tuple[list[np.ndarray], list[tuple[int, np.ndarray]]]] = defaultdict(
+    in_bucket: dict[int, tuple[list[tuple[int, np.ndarray]], list[tuple[int, np.ndarray]]]] = defaultdict(
         lambda: ([], [])
     )
     for job in sp.segments:
         entries, lookups = segment_digests(sp, job)
         for b, rows in bucket_rows(entries, sp.buckets):
-            in_bucket[b][0].append(rows)
+            in_bucket[b][0].append((job.base, rows))
         for b, rows in bucket_rows(lookups, sp.buckets):
             in_bucket[b][1].append((job.group, rows))
     per_group: dict[int, list[np.ndarray]] = defaultdict(list)
