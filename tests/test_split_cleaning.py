@@ -344,3 +344,23 @@ def test_compact_job_on_spark_splits_the_round_into_tasks_and_matches_one_task(t
     assert files_single.keys() == files_split.keys()
     for name in files_single:
         assert files_single[name] == files_split[name], name
+
+
+# ------------------------------------------------------------------------------------------ bench smoke
+def test_bench_split_section_reports_both_cases_with_equal_results(tmp_path):
+    """``bench.split`` on a small partition: both cases ran and their results agree (speeds are
+    reported, never asserted)."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "bench.split", "--work", str(tmp_path), "--quick", "--size", "8MiB"]
+    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    assert result["speed"]["identical_files"] is True
+    assert {r["status"] for r in result["speed"]["runs"].values()} == {"cleaned"}
+    assert result["keys"]["equal_records"] is True
+    assert result["keys"]["distinct_keys"] == 10 * result["keys"]["buffer_keys"]
+    assert "rounds" in result["keys"]["runs"]["rounds_all"]["reason"]
+    assert result["speed"]["split_vs_single"] > 0 and result["keys"]["split_vs_rounds_all"] > 0
