@@ -325,6 +325,7 @@ def test_split_round_killed_at_every_file_operation_then_rerun_keeps_every_recor
 
 
 # ------------------------------------------------------------------------------------------- on Spark
+@pytest.mark.spark
 def test_compact_job_on_spark_splits_the_round_into_tasks_and_matches_one_task(tmp_path, spark, mixed):
     """The compact job: the executor leaves the partition to the driver, which runs pass 1 per segment,
     the combine by digest and pass 2 per group as Spark tasks; the files equal a single task's with a
@@ -347,6 +348,7 @@ def test_compact_job_on_spark_splits_the_round_into_tasks_and_matches_one_task(t
 
 
 # ------------------------------------------------------------------------------------------ bench smoke
+@pytest.mark.slow
 def test_bench_split_section_reports_both_cases_with_equal_results(tmp_path):
     """``bench.split`` on a small partition: both cases ran and their results agree (speeds are
     reported, never asserted)."""
