@@ -84,7 +84,7 @@ def measure(work: Path, *, quick: bool, master: str, size: int | None = None) ->
     from kafka_log_core.tasks import ALL_ROUNDS
 
     size = size or (64 * MiB if quick else 4 * GiB)
-    speed_w = Workload(partition_bytes=size, topic=TOPIC, segment_bytes=size // 16, tombstone_share=0.01,
+    speed_w = Workload(partition_bytes=size, topic=TOPIC, segment_bytes=max(MiB, size // 16), tombstone_share=0.01,
                        codecs=("none", "lz4"), value_bytes=60)  # fmt: skip
     buffer_keys = QUICK_BUFFER_KEYS if quick else DEFAULT_BUFFER_KEYS
     keys = 10 * buffer_keys
