@@ -38,7 +38,7 @@ def assert_positive_ratios(report: dict, names: list[str]) -> None:
 
 
 def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
-    report = run_bench(tmp_path, "--skip", "spark,kafka,skew")
+    report = run_bench(tmp_path, "--skip", "spark,kafka,skew,split")
     assert {"schema", "timestamp", "quick", "machine", "workload", "measurements", "sections", "ratios",
             "targets", "notes", "files"} <= set(report)  # fmt: skip
     assert report["quick"] is True
@@ -95,7 +95,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_reports_spark_scaling(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka")
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka,split")
     sessions = {s["master"]: s for s in report["sections"]["spark"]["sessions"]}
     assert set(sessions) == {"local[1]", "local[2]"}
     assert sessions["local[1]"]["cores"] == 1 and sessions["local[2]"]["cores"] == 2
@@ -109,7 +109,7 @@ def test_quick_run_reports_spark_scaling(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_reports_skew_side_by_side(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka")
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka,split")
     skew = report["sections"]["skew"]
     assert skew["status"] == "ok" and skew["cores"] == 2
     runs = skew["runs"]

@@ -572,7 +572,7 @@ def txn_rehash(old, new):
 
 
 @njit(cache=True, inline="always")
-def _track_data(table, tstate, pid, transactional, last_offset):
+def track_data(table, tstate, pid, transactional, last_offset):
     """A data batch through the tracker. Returns (grow, can_discard); ``grow`` before any change."""
     if not transactional:
         return False, False
@@ -594,7 +594,7 @@ def _track_data(table, tstate, pid, transactional, last_offset):
 
 
 @njit(cache=True, inline="always")
-def _track_control(table, tstate, events, pid, count, ctype):
+def track_control(table, tstate, events, pid, count, ctype):
     """A control batch through the tracker; returns can_discard. An ABORT marker whose transaction's
     data was seen is kept and leaves an event (its transaction goes into the output's .txnindex)."""
     if count == 0:
@@ -819,9 +819,9 @@ def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, even
             ctype = _control_type(area, rec, r0)
             if ctype == UNREADABLE_CONTROL:
                 return ERR_CONTROL
-        _track_control(txn, tstate, events, h.producer_id, h.count, ctype)
+        track_control(txn, tstate, events, h.producer_id, h.count, ctype)
     else:
-        grow, discard = _track_data(txn, tstate, h.producer_id, (h.attributes & TRANSACTIONAL_MASK) != 0,
+        grow, discard = track_data(txn, tstate, h.producer_id, (h.attributes & TRANSACTIONAL_MASK) != 0,
                                     h.last_offset)  # fmt: skip
         if grow:
             return STOP_TXN_TABLE
@@ -1016,11 +1016,11 @@ def _clean_batch(
             ctype = _control_type(area, rec, r0)
             if ctype == UNREADABLE_CONTROL:
                 return ERR_CONTROL
-        can_discard = _track_control(txn, tstate, events, h.producer_id, h.count, ctype)
+        can_discard = track_control(txn, tstate, events, h.producer_id, h.count, ctype)
         has_horizon = (h.attributes & DELETE_HORIZON_MASK) != 0
         discard_records = can_discard and has_horizon and h.base_timestamp <= s.now_ms
     else:
-        grow, can_discard = _track_data(txn, tstate, h.producer_id, (h.attributes & TRANSACTIONAL_MASK) != 0,
+        grow, can_discard = track_data(txn, tstate, h.producer_id, (h.attributes & TRANSACTIONAL_MASK) != 0,
                                         h.last_offset)  # fmt: skip
         if grow:
             return STOP_TXN_TABLE

@@ -301,6 +301,9 @@ def _swap_in(directory: Path, new_paths: list[Path], base: int, old: list[Segmen
     fsutil.fsync_dir(directory)
 
 
+swap_in = _swap_in  # the split rounds (split_cleaning) install their groups with the same steps
+
+
 # ============================================================================================ entry point
 @dataclass(frozen=True)
 class CleanResult:

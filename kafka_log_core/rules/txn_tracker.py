@@ -81,3 +81,33 @@ class TransactionTracker:
 
     def _next(self) -> None:
         self.state["next_aborted_first"] = self._heap[0][0] if self._heap else sk.MAX_LONG
+
+    def snapshot(self, from_offset: int) -> TransactionTracker:
+        """A copy of this tracker as it stands before the batch at ``from_offset``, for a pass that resumes
+        there in another process (split cleaning): the producer table, the aborted transactions still in
+        the heap or ongoing (renumbered), and of those already added the ones a later segment's
+        ``.txnindex`` may list again (last offset >= ``from_offset``), so they are not added twice."""
+        keep = sorted(
+            {i for _, _, _, i in self._heap}
+            | {
+                int(i)
+                for i in self.table["aborted_index"][
+                    (self.table["producer_id"] != sk.EMPTY_PID) & self.table["aborted"]
+                ]
+            }
+        )
+        renumber = {old: new for new, old in enumerate(keep)}
+        copy = TransactionTracker(record_events=bool(self.state["record_events"][0]))
+        copy.aborted = [self.aborted[i] for i in keep]
+        copy._heap = [(f, last, pid, renumber[i]) for f, last, pid, i in self._heap]
+        heapq.heapify(copy._heap)
+        copy._seen = {t for t in self._seen if t.last_offset >= from_offset} | set(copy.aborted)
+        copy.table = self.table.copy()
+        ongoing = (copy.table["producer_id"] != sk.EMPTY_PID) & copy.table["aborted"]
+        copy.table["aborted_index"][ongoing] = [
+            renumber[int(i)] for i in copy.table["aborted_index"][ongoing]
+        ]
+        copy.state = self.state.copy()
+        copy.state["events"] = 0
+        copy.events = np.zeros(max(INITIAL_SLOTS, 2 * len(copy.aborted)), dtype=np.int64)
+        return copy

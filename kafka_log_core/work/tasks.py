@@ -39,7 +39,7 @@ from kafka_log_core.log import locks
 from kafka_log_core.log.log_dir import read_partition_checkpoints
 from kafka_log_core.log.partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionCheckpoints, PartitionLog
 from kafka_log_core.log.segment import check_indexes
-from kafka_log_core.rules import cleaner, leftovers, recovery, retention
+from kafka_log_core.rules import cleaner, leftovers, recovery, retention, split_cleaning
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import ConfigSet, LogConfig, TopicSettings
 from kafka_log_core.work.estimate import estimate_compaction
@@ -66,6 +66,10 @@ class JobOptions:
     force: bool = False
     log_start_offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
     recover: bool = True  # False (--no-recover): refuse partitions the broker's loader would change
+    rounds: int = (
+        1  # compact: cleaning rounds per run, each one broker round; 0 = until nothing more to clean
+    )
+    split_above: int | None = None  # compact: split rounds whose cleanable bytes exceed this (split_cleaning)
 
     def log_start_offset_for(self, tp: TopicPartition) -> int | None:
         """The ``--log-start-offset`` the operator gave for this partition, if any."""
@@ -296,7 +300,11 @@ def check_free_space(directory: Path, needed: int) -> None:
         )
 
 
-def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -> dict:
+def compact_partition(
+    task: PartitionTask, configs: Configs, opts: JobOptions, split_runner: Callable | None = None
+) -> dict:
+    """``split_runner``: how split rounds run their pieces (``split_cleaning.Runner``; the Spark driver
+    passes its own). Without it, a round above ``opts.split_above`` leaves a row of status ``split``."""
     cs = configs_for(configs, task.log_dir)
 
     def body(row: RowDraft[CompactRow]) -> None:
@@ -321,67 +329,108 @@ def compact_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -
             return
         with holding(task, opts) as current:
             log = prepare(current, cfg, opts, notes, cs, row)
-            producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
-            plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
-            row.set(
-                records_before=0,
-                records_after=0,
-                tombstones_removed=0,
-                map_utilization=0.0,
-                dirty_ratio=plan.dirty_ratio,
-                first_dirty_offset=plan.first_dirty_offset,
-                first_uncleanable_offset=plan.first_uncleanable_offset,
-                bytes_before=log.size_in_bytes,
-                bytes_after=log.size_in_bytes,
-            )
-            if plan.checkpoint_reset:
-                notes.append(
-                    f"cleaner checkpoint out of range: reset to the log start offset {plan.log_start_offset}"
+            done = 0
+            while done < opts.rounds or opts.rounds == ALL_ROUNDS:  # each round as another run would do it
+                cleaned, more = _compact_round(current, log, cfg, cs, opts, notes, row, done, split_runner)
+                done += cleaned
+                if not more:
+                    break
+                current = dataclasses.replace(
+                    current, checkpoints=read_partition_checkpoints(current.log_dir, current.tp)
                 )
-            if not plan.eligible:
-                if plan.checkpoint_reset and not opts.dry_run:
-                    update_checkpoint(
-                        task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, plan.first_dirty_offset
-                    )
-                row.set(reason="; ".join([plan.reason, *notes]))
-                return
-            if opts.dry_run:
-                estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
-                records = estimate.records or 0
-                row.set(
-                    status="would clean",
-                    reason="; ".join([plan.reason, estimate.describe(), *notes]),
-                    records_before=records,
-                    records_after=records - estimate.duplicates,
-                    bytes_after=log.size_in_bytes - estimate.bytes,
-                    tombstones_removed=None,
-                    map_utilization=None,
-                )
-                return
-            check_free_space(
-                log.directory,
-                sum(s.size for s in log.segments if s.base_offset < plan.first_uncleanable_offset),
-            )
-            result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
-            update_checkpoint(task.log_dir, CLEANER_OFFSET_CHECKPOINT, task.tp, result.end_offset)
-            after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
-            s = result.stats
-            if result.map_full:
-                notes.append(
-                    f"offset map full ({cs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
-                    f"{result.end_offset}, the rest on the next run"
-                )
-            row.set(
-                status="cleaned",
-                reason="; ".join([plan.reason, *notes]),
-                bytes_after=after.size_in_bytes,
-                records_before=s.records_read,
-                records_after=s.records_retained,
-                tombstones_removed=s.tombstones_read - s.tombstones_retained,
-                map_utilization=result.map_utilization,
-            )
+                log = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
+            if done > 1:
+                row.set(reason=f"{row.row.reason}; {done} rounds")
 
     return run_guarded(task, CompactRow, body)
+
+
+ALL_ROUNDS = 0  # --rounds all
+SPLIT = "split"  # the row of a partition an executor left for the driver to clean in split tasks
+
+
+def _compact_round(
+    current: PartitionTask, log: PartitionLog, cfg: LogConfig, cs: ConfigSet, opts: JobOptions, notes: list[str],
+    row: RowDraft[CompactRow], done: int, split_runner: Callable | None,
+) -> tuple[bool, bool]:  # fmt: skip
+    """One cleaning round after ``done`` rounds of this run; fills ``row``. Returns (cleaned, more): more
+    when another round may clean more (this one left part of its dirty section dirty)."""
+    producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
+    plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
+    if done == 0:
+        row.set(
+            records_before=0,
+            records_after=0,
+            tombstones_removed=0,
+            map_utilization=0.0,
+            dirty_ratio=plan.dirty_ratio,
+            first_dirty_offset=plan.first_dirty_offset,
+            first_uncleanable_offset=plan.first_uncleanable_offset,
+            bytes_before=log.size_in_bytes,
+            bytes_after=log.size_in_bytes,
+        )
+    if plan.checkpoint_reset:
+        notes.append(
+            f"cleaner checkpoint out of range: reset to the log start offset {plan.log_start_offset}"
+        )
+    if not plan.eligible:
+        if plan.checkpoint_reset and not opts.dry_run:
+            update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, plan.first_dirty_offset)
+        if done == 0:
+            row.set(reason="; ".join([plan.reason, *notes]))
+        return False, False
+    if opts.dry_run:
+        estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
+        records = estimate.records or 0
+        row.set(
+            status="would clean",
+            reason="; ".join([plan.reason, estimate.describe(), *notes]),
+            records_before=records,
+            records_after=records - estimate.duplicates,
+            bytes_after=log.size_in_bytes - estimate.bytes,
+            tombstones_removed=None,
+            map_utilization=None,
+        )
+        return False, False
+    split = opts.split_above is not None and plan.cleanable_bytes > opts.split_above
+    if split and split_runner is None:  # an executor: the driver cleans it with tasks of its own
+        if done == 0:
+            row.set(status=SPLIT, reason=f"cleanable section of {plan.cleanable_bytes} bytes: split cleaning")
+        return False, False
+    check_free_space(
+        log.directory,
+        sum(s.size for s in log.segments if s.base_offset < plan.first_uncleanable_offset),
+    )
+    result = None
+    if split:
+        try:
+            result = split_cleaning.clean_log_split(
+                log, plan, cfg, cs.broker, opts.now_ms, producers, split_runner or split_cleaning.run_local
+            )
+            notes.append(f"split cleaning: {result.groups} groups in parallel tasks, every key in one round")
+        except split_cleaning.NotSplittable as err:
+            notes.append(f"{err}")
+    if result is None:
+        result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
+    update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, result.end_offset)
+    after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
+    s = result.stats
+    more = result.end_offset < plan.first_uncleanable_offset and result.end_offset > plan.first_dirty_offset
+    if result.map_full and not (more and (done + 1 < opts.rounds or opts.rounds == ALL_ROUNDS)):
+        notes.append(
+            f"offset map full ({cs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
+            f"{result.end_offset}, the rest on the next run"
+        )
+    row.set(
+        status="cleaned",
+        reason="; ".join([plan.reason, *notes]),
+        bytes_after=after.size_in_bytes,
+        records_before=row.row.records_before if done else s.records_read,
+        records_after=s.records_retained,
+        tombstones_removed=(row.row.tombstones_removed or 0) + s.tombstones_read - s.tombstones_retained,
+        map_utilization=result.map_utilization,
+    )
+    return True, more
 
 
 def retention_settings_unknown(settings: TopicSettings) -> list[str]:

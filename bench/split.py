@@ -1,0 +1,211 @@
+"""The ``split`` section of the benchmark: one big partition cleaned across the cores (issue 18).
+
+``python -m bench.split --work DIR [--quick] [--master local[2]]`` prints one JSON object. In one Spark
+session, after a warm-up, on fresh copies of the data:
+
+* ``speed``: one partition (4 GiB; 64 MiB with ``--quick``), a dedupe buffer holding every key:
+  ``single`` = the compact job as before (one task), ``split`` = ``--split-above 0`` (pass 1 per
+  segment, the combine by digest, pass 2 per group, as Spark tasks). Target: split / single <= 0.55.
+  The cleaned files must be byte-identical.
+* ``keys``: one partition with 10 times the keys the dedupe buffer holds (the default 128 MiB buffer,
+  about 5 M keys; with ``--quick`` the smallest buffer the broker accepts, about 39 K keys): one split
+  run against ``--rounds all`` in the bounded buffer, wall time side by side. The records a consumer
+  reads after both must be equal (the files may differ: the rounds regroup segments). No transactions
+  here: Kafka's pass 1 collects aborted transactions from the log start offset, so a producer whose
+  aborted transaction ended before a round's first dirty offset has its later committed data left out
+  of that round's map -- a later round never removes what such a record supersedes, where one round
+  over every key does (the same in Kafka with a small and a large buffer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from bench.generate import START_MS, GiB, MiB, Workload, generate, parse_size
+
+TOPIC = "split"
+BIG_BUFFER = f"log.cleaner.dedupe.buffer.size={2**31 - 1}"
+DEFAULT_BUFFER_KEYS = int(134217728 // 24 * 0.9)
+QUICK_BUFFER = 1048600  # the broker's floor is 1 MiB per cleaner thread
+QUICK_BUFFER_KEYS = int(QUICK_BUFFER // 24 * 0.9)
+
+
+def _sets(w: Workload) -> list[str]:
+    return ["cleanup.policy=compact", f"segment.bytes={w.segment_bytes}", "min.cleanable.dirty.ratio=0.01"]
+
+
+def _data(root: Path, w: Workload) -> Path:
+    from kafka_log_core.log.log_dir import write_log_dir_checkpoints
+
+    generate(root, w)
+    write_log_dir_checkpoints(root, now_ms=START_MS, random_seed=w.seed)
+    return root
+
+
+def _copy(source: Path, target: Path) -> Path:
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, copy_function=shutil.copy2)
+    return target
+
+
+def _files(d: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted((d / f"{TOPIC}-0").iterdir()):
+        if p.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            out[p.name] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _records_digest(d: Path) -> tuple[int, str]:
+    """(records, digest of every (offset, key, value)) a consumer reads, aborted data aside."""
+    from kafka_log_core.format import log_file
+
+    h = hashlib.sha256()
+    n = 0
+    for path in sorted((d / f"{TOPIC}-0").glob("*.log")):
+        for b in log_file.iter_file_batches(path, strict=True):
+            if b.is_control:
+                continue
+            for r in b.records():
+                h.update(b"%d|%r|%r;" % (r.offset, r.key, r.value))
+                n += 1
+    return n, h.hexdigest()
+
+
+def measure(work: Path, *, quick: bool, master: str, size: int | None = None) -> dict:
+    from jobs import common, compact
+    from kafka_log_core.settings.config import load_config
+    from kafka_log_core.work.tasks import ALL_ROUNDS
+
+    size = size or (64 * MiB if quick else 4 * GiB)
+    speed_w = Workload(partition_bytes=size, topic=TOPIC, segment_bytes=max(MiB, size // 16), tombstone_share=0.01,
+                       codecs=("none", "lz4"), value_bytes=60)  # fmt: skip
+    buffer_keys = QUICK_BUFFER_KEYS if quick else DEFAULT_BUFFER_KEYS
+    keys = 10 * buffer_keys
+    keys_w = Workload(partition_bytes=keys * 2 * 40, topic=TOPIC, segment_bytes=max(MiB, keys * 80 // 8),
+                      distinct_keys=keys, value_bytes=8, tombstone_share=0.01)  # fmt: skip
+    spark = common.spark_session(master, "kafka-log-jobs bench split")
+    cores = spark.sparkContext.defaultParallelism
+    result: dict = {"master": master, "cores": cores}
+    try:
+        speed_src = _data(work / "data" / "speed", speed_w)
+        big = load_config(None, [], [], [*_sets(speed_w), BIG_BUFFER])
+        warm = _copy(speed_src, work / "run" / "warm")  # Python workers started, kernels loaded
+        compact.run(spark, [str(warm)], None, big, common.job_options(START_MS, split_above=0))
+        shutil.rmtree(warm)
+        runs = {}
+        files = {}
+        for name, split_above in (("single", None), ("split", 0)):
+            target = _copy(speed_src, work / "run" / name)
+            started = time.perf_counter()
+            rows = compact.run(
+                spark, [str(target)], None, big, common.job_options(START_MS, split_above=split_above)
+            )
+            runs[name] = {"seconds": time.perf_counter() - started, "status": rows[0]["status"],
+                          "records": rows[0]["records_before"]}  # fmt: skip
+            files[name] = _files(target)
+            shutil.rmtree(target)
+        result["speed"] = {
+            "bytes": sum(p.stat().st_size for p in speed_src.rglob("*.log")),
+            "runs": runs,
+            "identical_files": files["single"] == files["split"],
+            "split_vs_single": runs["split"]["seconds"] / runs["single"]["seconds"],
+        }
+        shutil.rmtree(speed_src)
+
+        keys_src = _data(work / "data" / "keys", keys_w)
+        bounded = [*_sets(keys_w), *([f"log.cleaner.dedupe.buffer.size={QUICK_BUFFER}"] if quick else [])]
+        configs = load_config(None, [], [], bounded)
+        runs = {}
+        digests = {}
+        for name, opts in (
+            ("split", common.job_options(START_MS, split_above=0)),
+            ("rounds_all", common.job_options(START_MS, rounds=ALL_ROUNDS)),
+        ):
+            target = _copy(keys_src, work / "run" / name)
+            started = time.perf_counter()
+            rows = compact.run(spark, [str(target)], None, configs, opts)
+            runs[name] = {"seconds": time.perf_counter() - started, "status": rows[0]["status"],
+                          "reason": rows[0]["reason"][-60:]}  # fmt: skip
+            digests[name] = _records_digest(target)
+            shutil.rmtree(target)
+        result["keys"] = {
+            "distinct_keys": keys,
+            "buffer_keys": buffer_keys,
+            "bytes": sum(p.stat().st_size for p in keys_src.rglob("*.log")),
+            "runs": runs,
+            "records_after": digests["split"][0],
+            "equal_records": digests["split"] == digests["rounds_all"],
+            "split_vs_rounds_all": runs["split"]["seconds"] / runs["rounds_all"]["seconds"],
+        }
+    finally:
+        spark.stop()
+    return result
+
+
+# ------------------------------------------------------------------------------------ in bench.run
+def run_section(report, quick: bool, work: Path) -> None:
+    """Measure in a process of its own (as every section) and add rows, ratios and the section."""
+    import subprocess
+
+    from bench.report import Row
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.split",
+        "--work",
+        str(work / "split"),
+        *(["--quick"] if quick else []),
+    ]
+    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
+    result = json.loads(lines[-1])
+    for part in ("speed", "keys"):
+        for name, run in result[part]["runs"].items():
+            report.rows.append(Row("split", f"split {part}: {name}", result[part]["bytes"], run["seconds"], None,
+                                   cores=result["cores"]))  # fmt: skip
+    report.sections["split"] = {"status": "ok", **result}
+    report.ratios["split_vs_single"] = result["speed"]["split_vs_single"]
+    report.ratios["split_vs_rounds_all"] = result["keys"]["split_vs_rounds_all"]
+
+
+def target(report):
+    from bench.report import Target
+
+    section = report.sections.get("split", {})
+    same = section.get("speed", {}).get("identical_files")
+    equal = section.get("keys", {}).get("equal_records")
+    return Target(
+        "split: one partition on local[2] <= 0.55 x one task", report.ratios.get("split_vs_single"), 0.55, False,
+        "x", f"identical files: {same}; 10x keys: split vs --rounds all "
+        f"{report.ratios.get('split_vs_rounds_all')}, equal records: {equal}",
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.split", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", required=True, help="where the data and the copies go")
+    parser.add_argument("--quick", action="store_true", help="64 MiB, and a 1 MiB buffer for the keys case")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--size", type=parse_size, default=None, help="the speed partition's size (e.g. 512MiB)"
+    )
+    args = parser.parse_args(argv)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    print(json.dumps(measure(work, quick=args.quick, master=args.master, size=args.size)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
