@@ -48,7 +48,7 @@ def _hold_partition_lock(log_dir):
     child = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import time
-            from kafka_log_core import locks
+            from kafka_log_core.log import locks
             from kafka_log_core.format.filenames import TopicPartition
             with locks.partition_lock({str(log_dir)!r}, TopicPartition("t", 0)):
                 print("held", flush=True)
