@@ -44,7 +44,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert report["quick"] is True
     for name in ("raw", "scan", "compaction", "memory", "sweep"):
         assert report["sections"][name]["status"] == "ok", report["sections"][name]
-    for name in ("spark", "kafka", "skew"):
+    for name in ("spark", "kafka", "skew", "split"):
         assert report["sections"][name]["status"] == "skipped"
     assert_positive_ratios(
         report,
@@ -82,7 +82,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
     assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
     targets = {t["name"]: t for t in report["targets"]}
-    assert len(targets) == 14
+    assert len(targets) == 15  # 13 in evaluate_targets, plus the skew and the split sections' own
     for t in targets.values():
         assert t["comparison"] in (">=", "<=")
         assert t["verdict"].startswith(("MET", "MISSED", "NOT MEASURED"))
