@@ -79,7 +79,8 @@ def test_running_out_of_space_mid_rewrite_keeps_the_original(tmp_path, monkeypat
     d = _layout(tmp_path)
     before = _snapshot(d)
 
-    def full_disk(self, st, source=None, scratch=None):  # the cleaned segment's buffered batches reach the disk
+    # Fails when the cleaned segment's buffered batches would reach the disk.
+    def full_disk(self, st, source=None, scratch=None):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cleaner_segments.CleanedSegment, "flush", full_disk)
