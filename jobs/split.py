@@ -1,35 +1,33 @@
-"""Split cleaning on Spark: one partition's cleaning round cut into tasks (``kafka_log_core.split_cleaning``).
+"""Split cleaning on Spark: one partition's cleaning round cut into tasks (``kafka_log_core.rules.split_cleaning``).
 
 The driver holds the partition's lock, makes the :class:`SplitPlan` (headers and indexes only: segment
-and group lists, transaction-tracker snapshots, active producers, horizons) and broadcasts it. Then:
+and group lists, transaction-tracker snapshots, active producers, horizons) and broadcasts it. Then three
+Spark jobs, each one task per piece:
 
-* stage 1, one task per segment: pass 1 -> (map entries, lookup digests), each cut into digest
-  buckets; kept in the executors (persisted), errors collected to the driver;
-* shuffle by digest bucket, one task per bucket: the latest offset of every key over all segments,
-  joined with the digests each group looks up -> (group, entries of its keys);
-* shuffle by group, one task per group: pass 2 writes the group's ``.cleaned`` files.
+* pass 1, one task per segment: the segment's map entries (and lookups), cut by digest bucket;
+* the combine, one task per digest bucket: the latest offset of every key over all segments, given
+  back per group (keep lists, or map entries where pass 2 looks keys up);
+* pass 2, one task per group: the group's ``.cleaned`` files.
 
-Only the plan and one small result per group pass through the driver; no process holds the whole map.
-The driver then swaps the groups in and writes the checkpoint (``kafka_log_core.tasks``).
+The rows pass from one job to the next as files in the partition's scratch directory (the shared
+filesystem the tasks read the segments from and write their ``.cleaned`` files to); through the driver
+go the plan and a few numbers per task (where each bucket or group lies in those files), never a key
+digest. A pass-1 error stops the round before the combine. The driver then swaps the groups in and
+writes the checkpoint (``kafka_log_core.work.tasks``).
 """
 
 from __future__ import annotations
 
-from pyspark import StorageLevel
-
 from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.rules.split_cleaning import (
-    EMPTY_ENTRIES,
     GroupOutput,
+    SegmentFiles,
     SplitPlan,
-    bucket_rows,
-    clean_group,
-    combine_bucket,
-    group_entries,
-    segment_digests,
+    combine_task,
+    drop_pass1_files,
+    pass1_task,
+    pass2_task,
 )
-
-_MAP, _LOOKUP = 0, 1
 
 
 class SparkSplitRunner:
@@ -47,61 +45,41 @@ class SparkSplitRunner:
             plan.unpersist()
 
     def _run(self, sc, plan, sp: SplitPlan) -> list[GroupOutput]:
-        n_segments, n_groups, buckets = len(sp.segments), len(sp.groups), sp.buckets
-        sc.setJobDescription(f"split cleaning {sp.directory}: pass 1 over {n_segments} segments")
-        pass1 = (
-            sc.parallelize(range(n_segments), n_segments)
-            .map(lambda i: _pass1(plan.value, i))
-            .persist(StorageLevel.MEMORY_AND_DISK)
+        n_segments, n_groups, n_buckets = len(sp.segments), len(sp.groups), sp.buckets
+        what = f"split cleaning {sp.directory}"
+        sc.setJobDescription(f"{what}: pass 1 over {n_segments} segments")
+        segments = (
+            sc.parallelize(range(n_segments), n_segments).map(lambda i: _pass1(plan.value, i)).collect()
         )
-        try:
-            errors = pass1.filter(lambda r: isinstance(r, str)).collect()
-            if errors:
-                raise KafkaLogError(errors[0])
-            sc.setJobDescription(
-                f"split cleaning {sp.directory}: combine by digest, pass 2 over {n_groups} groups"
-            )
-            seeds = sc.parallelize([(g, EMPTY_ENTRIES) for g in range(n_groups)], 1)
-            outputs = (
-                pass1.flatMap(lambda parts: parts)
-                .groupByKey(buckets)  # by digest bucket
-                .flatMap(lambda kv: _combine(kv[1]))
-                .union(seeds)  # every group runs, even one without keys
-                .groupByKey(n_groups, partitionFunc=lambda g: g)
-                .map(lambda kv: _pass2(plan.value, kv[0], list(kv[1])))
-                .collect()
-            )
-        finally:
-            pass1.unpersist()
+        failed = [s for s in segments if isinstance(s, str)]
+        if failed:
+            raise KafkaLogError(failed[0])
+        sc.setJobDescription(f"{what}: combine by digest in {n_buckets} buckets")
+        buckets = (
+            sc.parallelize(range(n_buckets), n_buckets)
+            .map(lambda b: combine_task(plan.value, b, segments))
+            .collect()
+        )
+        drop_pass1_files(sp)
+        sc.setJobDescription(f"{what}: pass 2 over {n_groups} groups")
+        outputs = (
+            sc.parallelize(range(n_groups), n_groups).map(lambda g: _pass2(plan.value, g, buckets)).collect()
+        )
         failed = [o for o in outputs if isinstance(o, str)]
         if failed:
             raise KafkaLogError(failed[0])
         return sorted(outputs, key=lambda o: o.index)
 
 
-def _pass1(sp: SplitPlan, i: int):
-    job = sp.segments[i]
+def _pass1(sp: SplitPlan, i: int) -> SegmentFiles | str:
     try:
-        entries, lookups = segment_digests(sp, job)
+        return pass1_task(sp, i)
     except KafkaLogError as err:  # the message names the file and position: the driver reports it
         return str(err)
-    return [(b, (_MAP, job.base, rows)) for b, rows in bucket_rows(entries, sp.buckets)] + [
-        (b, (_LOOKUP, job.group, rows)) for b, rows in bucket_rows(lookups, sp.buckets)
-    ]
 
 
-def _combine(parts):
-    entries, lookups = [], []
-    for kind, where, rows in parts:  # where: the segment's base (map entries) or the group (lookups)
-        if kind == _MAP:
-            entries.append((where, rows))
-        else:
-            lookups.append((where, rows))
-    return combine_bucket(entries, lookups)
-
-
-def _pass2(sp: SplitPlan, group: int, parts: list):
+def _pass2(sp: SplitPlan, group: int, buckets) -> GroupOutput | str:
     try:
-        return clean_group(sp, sp.groups[group], group_entries([p for p in parts if len(p)]))
+        return pass2_task(sp, group, buckets)
     except KafkaLogError as err:
         return str(err)

@@ -39,10 +39,12 @@ CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd
 
 
 def _write(
-    w: PartitionWriter, rng: random.Random, n_batches: int, keys: int, at: int, *, open_txn: bool
-) -> None:
-    """Keyed batches in every codec, tombstones, unkeyed records, idempotent and transactional producers
-    (committed and aborted), one transaction left open at the end when ``open_txn``."""
+    w: PartitionWriter, rng: random.Random, n_batches: int, keys: int, at: int, *, open_txn: bool,
+    transactions: bool = True,
+) -> None:  # fmt: skip
+    """Keyed batches in every codec, tombstones, unkeyed records, idempotent and (with ``transactions``)
+    transactional producers (committed and aborted), one transaction left open at the end when
+    ``open_txn``."""
     seq = {7: 0, 9: 0}
     for b in range(n_batches):
         now = at + b * 10
@@ -53,7 +55,7 @@ def _write(
             recs.append(Record(0, now + i, key, value))
         kind = rng.random()
         codec = CODECS[b % len(CODECS)]
-        if kind < 0.15:  # a transaction of producer 9: committed or aborted
+        if kind < 0.15 and transactions:  # a transaction of producer 9: committed or aborted
             w.append_records(recs, now_ms=now, codec=codec, producer_id=9, producer_epoch=0, base_sequence=seq[9],
                              is_transactional=True)  # fmt: skip
             seq[9] += len(recs)
@@ -89,12 +91,15 @@ def _legacy_prefix(w: PartitionWriter) -> None:
     w.append_batch(b"".join(entries[25:]), now_ms=TS)
 
 
-def build(log_dir: Path, *, seed: int = 1, legacy: bool = False, keys: int = 300, batches: int = 260) -> Path:
+def build(
+    log_dir: Path, *, seed: int = 1, legacy: bool = False, keys: int = 300, batches: int = 260,
+    transactions: bool = True,
+) -> Path:  # fmt: skip
     rng = random.Random(seed)
     with PartitionWriter(log_dir / f"{TOPIC}-0", segment_bytes=6000, index_interval_bytes=512) as w:
         if legacy:
             _legacy_prefix(w)
-        _write(w, rng, batches, keys, TS, open_txn=False)
+        _write(w, rng, batches, keys, TS, open_txn=False, transactions=transactions)
     return log_dir / f"{TOPIC}-0"
 
 
@@ -292,6 +297,49 @@ def test_committed_data_pass_one_takes_for_aborted_is_still_looked_up_in_pass_tw
     assert_same_dirs(single, split)
 
 
+@pytest.mark.parametrize("buffers", ["default", "tiny"])
+def test_split_round_keeping_by_offset_equals_one_task(tmp_path, monkeypatch, buffers):
+    """Segments without transactions or legacy entries: pass 2 computes no digest and keeps the records
+    whose offset is their key's latest (the keep list). With tiny pass-2 buffers a batch is decided
+    again after each stop (output or rebuild buffer full), the keep list's cursor going back with it."""
+    from kafka_log_core.rules import cleaner_segments
+
+    if buffers == "tiny":
+        monkeypatch.setattr(cleaner_segments, "OUTPUT_BYTES", 700)
+        monkeypatch.setattr(cleaner_segments, "SCRATCH_BYTES", 300)
+    source = tmp_path / "source"
+    build(source, seed=21, legacy=True, transactions=False)  # the legacy segment: pass 2 looks keys up
+    single, split = twin(tmp_path, "single", source), twin(tmp_path, "split", source)
+    compact(single, TS + DAY, BIG_BUFFER)
+    compact(split, TS + DAY, split=True)
+    assert_same_dirs(single, split)
+    first = compact(source, TS + DAY, BIG_BUFFER)  # a clean section below the next round's dirty one
+    assert first["status"] == "cleaned", first
+    with PartitionWriter(source / f"{TOPIC}-0", segment_bytes=6000, index_interval_bytes=512) as w:
+        _write(w, random.Random(22), 200, 300, TS + DAY + 1000, open_txn=False, transactions=False)
+    for now in (TS + DAY + 2000, TS + 9 * DAY):  # tombstones before and past the horizon
+        single, split = twin(tmp_path, f"single{now}", source), twin(tmp_path, f"split{now}", source)
+        compact(single, now, BIG_BUFFER)
+        row = compact(split, now, split=True)
+        assert row["status"] == "cleaned" and "split cleaning" in row["reason"], row
+        assert_same_dirs(single, split)
+
+
+def test_a_scratch_directory_an_interrupted_split_run_left_is_removed_by_the_next_job(tmp_path):
+    """The tasks of a split round exchange their rows through files in the partition directory's
+    scratch directory (which the broker's loader never reads: it loads files, not directories). A run
+    killed mid-round leaves it; the next job holding the partition removes it, split or not."""
+    from kafka_log_core.format.filenames import SPLIT_SCRATCH_DIR
+
+    d = build(tmp_path, seed=5, keys=40, batches=60)
+    scratch = d / SPLIT_SCRATCH_DIR
+    scratch.mkdir()
+    (scratch / "0.map").write_bytes(b"\0" * 48)
+    row = compact(tmp_path, TS + DAY, BIG_BUFFER)
+    assert row["status"] == "cleaned", row
+    assert not scratch.exists()
+
+
 # ---------------------------------------------------------------------------------------- crash safety
 SMALL_GROUPS = "segment.index.bytes=30"  # two segments a group (one index entry each after recovery)
 
@@ -319,6 +367,7 @@ def test_split_round_killed_at_every_file_operation_then_rerun_keeps_every_recor
         assert row["status"] in ("cleaned", "skipped"), row
         assert all_records(d) == expected, f"crash before file operation {crash_at}"
         assert not list((d / f"{TOPIC}-0").glob("*.cleaned")) and not list((d / f"{TOPIC}-0").glob("*.swap"))
+        assert not (d / f"{TOPIC}-0" / ".kafka-log-jobs-split").exists()
         shutil.rmtree(d)
         crash_at += 1
     assert tried > 20

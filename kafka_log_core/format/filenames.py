@@ -40,6 +40,11 @@ CLEANED_MARKER = ".cleaned"
 SWAP_MARKER = ".swap"
 MARKERS = (DELETED_MARKER, CLEANED_MARKER, SWAP_MARKER)
 
+# Split cleaning's exchange between its tasks, inside the partition directory it holds. The broker's loader
+# reads only the files of a partition directory, never a directory in it; the next job holding the
+# partition removes one an interrupted run left.
+SPLIT_SCRATCH_DIR = ".kafka-log-jobs-split"
+
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"

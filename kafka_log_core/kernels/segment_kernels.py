@@ -223,6 +223,9 @@ MAP_STATE = np.dtype(
         ("puts", np.int64),  # keyed records put (a repeated key counts each time)
         ("scanned", np.int64),  # records walked
         ("last_offset", np.int64),  # last offset of the batch at ``position`` (STOP_TXN)
+        # 1: nothing goes into the map, the caller's digest store (STORE_FILL) takes every keyed record
+        # instead (split cleaning, a segment without transactions: the keys are deduplicated afterwards)
+        ("rows_only", np.int64),
     ]
 )
 CLEAN_STATE = np.dtype(
@@ -247,6 +250,10 @@ CLEAN_STATE = np.dtype(
         ("scratch_used", np.int64),  # bytes of rebuilt records of the holes in the output buffer
         ("scratch_needed", np.int64),  # STOP_SCRATCH: the scratch buffer this batch may need
         ("holes", np.int64),  # rows of the output batch table that are holes
+        # 1: the keyed records up to ``latest_offset`` are kept when their offset is in the keep list (the
+        # ascending offsets that are their key's latest; split cleaning), no digest computed; 0: the map
+        ("keep_list", np.int64),
+        ("keep_next", np.int64),  # cursor into the keep list
     ]
 )
 # One row per batch written to the output buffer: what the offset and time indexes are built from.
@@ -831,9 +838,10 @@ def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, even
             s.scanned += h.count
             for r in range(r0, r0 + h.count):
                 if rec[r, R_KEY_LEN] >= 0 and rec[r, R_OFFSET] >= s.start_offset:
-                    if s.keys >= s.capacity:
-                        return STOP_MAP_FULL
-                    s.keys += map_put(slots, dig[r, DIGEST_HI], dig[r, DIGEST_LO], rec[r, R_OFFSET])
+                    if not s.rows_only:
+                        if s.keys >= s.capacity:
+                            return STOP_MAP_FULL
+                        s.keys += map_put(slots, dig[r, DIGEST_HI], dig[r, DIGEST_LO], rec[r, R_OFFSET])
                     s.puts += 1
                     s.latest_offset = rec[r, R_OFFSET]
     if h.last_offset >= s.start_offset:
@@ -860,7 +868,8 @@ def build_map(
                 c.records_needed = max(2 * rec.shape[0], read_i32(buf, st[0].position + RECORDS_COUNT_AT))
                 return STOP_CHUNK_ROOM
             _new_chunk_state(c, nb, stop, outcome, next_area, err, err_pos)
-            _prefetch_slots(slots, rec, dig, nr)
+            if not st[0].rows_only:
+                _prefetch_slots(slots, rec, dig, nr)
         for k in range(c.next, c.batches):
             bpos = bat[k, B_POS]
             area = areas if bat[k, B_AREA] >= 0 else (karea_r if bat[k, B_AREA] == AREA_KERNEL else buf)
@@ -987,8 +996,9 @@ def _emit(outb, s, w, last_offset, max_ts, length):
 
 @njit(cache=True, inline="always")
 def _clean_batch(
-    buf, pos, h, area, rec, dig, r0, walked, slots, producers, txn, tstate, events, out, outb, scratch, c, st
-):
+    buf, pos, h, area, rec, dig, r0, walked, slots, keep, producers, txn, tstate, events, out, outb, scratch, c,
+    st,
+):  # fmt: skip
     """One batch of pass 2 (spec R1-R5, X2-X4): tracker, disposition, the keep rule per record, and the
     batch written to ``out`` unchanged, rebuilt, or as an empty header -- or dropped."""
     s = st[0]
@@ -1061,6 +1071,8 @@ def _clean_batch(
             k = True
         elif rec[r, R_KEY_LEN] < 0:
             k = False
+        elif s.keep_list:
+            k = _in_keep_list(keep, s, offset) and (not tomb or retain_deletes)
         else:
             k = offset >= map_find(slots, dig[r, DIGEST_HI], dig[r, DIGEST_LO]) and (
                 not tomb or retain_deletes
@@ -1155,19 +1167,34 @@ def _write_rebuilt(area, rec, r0, n, out, w):
     return w
 
 
+@njit(cache=True, inline="always")
+def _in_keep_list(keep, s, offset):
+    """Whether ``offset`` is in the ascending ``keep`` list; the cursor ``s.keep_next`` follows the
+    offsets (forward as they grow, back when a batch is decided again after a stop)."""
+    i = s.keep_next
+    while i > 0 and keep[i - 1] >= offset:
+        i -= 1
+    while i < keep.shape[0] and keep[i] < offset:
+        i += 1
+    s.keep_next = i
+    return i < keep.shape[0] and keep[i] == offset
+
+
 @njit(cache=True)
 def clean(
-    buf, end, areas, bounds, slots, producers, txn, tstate, events, out, outb, scratch, store, sst, karea_w, karea_r,
-    rec, dig, bat, cst, st,
+    buf, end, areas, bounds, slots, keep, producers, txn, tstate, events, out, outb, scratch, store, sst, karea_w,
+    karea_r, rec, dig, bat, cst, st,
 ):  # fmt: skip
     """Pass 2 over ``buf[st.position:end]`` into the output buffer; the other arguments as for
     :func:`build_map`. A compressed batch that loses records is rebuilt into ``scratch`` and left as a
-    hole in the output (``OUT_BATCH``) for Python to compress when it writes the buffer out."""
+    hole in the output (``OUT_BATCH``) for Python to compress when it writes the buffer out. ``keep``:
+    the keep list, read when ``st.keep_list`` (then no key is hashed)."""
     c = cst[0]
+    hash_upto = np.int64(-2) if st[0].keep_list else st[0].latest_offset
     while True:
         if not (c.next < c.batches and bat[c.next, B_POS] == st[0].position):
             outcome, stop, nb, nr, err, err_pos, next_area = _walk_chunk(
-                buf, st[0].position, end, rec, dig, bat, False, -1, st[0].latest_offset, areas, bounds,
+                buf, st[0].position, end, rec, dig, bat, False, -1, hash_upto, areas, bounds,
                 st[0].area_next, store, sst, karea_w, karea_r,
             )  # fmt: skip
             if outcome == _CHUNK_GROW:
@@ -1179,7 +1206,7 @@ def clean(
             bpos = bat[k, B_POS]
             area = areas if bat[k, B_AREA] >= 0 else (karea_r if bat[k, B_AREA] == AREA_KERNEL else buf)
             status = _clean_batch(buf, bpos, _head(buf, bpos), area, rec, dig, bat[k, B_FIRST], bat[k, B_WALKED],
-                                  slots, producers, txn, tstate, events, out, outb, scratch, c, st)  # fmt: skip
+                                  slots, keep, producers, txn, tstate, events, out, outb, scratch, c, st)  # fmt: skip
             if status != CONTINUE:
                 c.next = k
                 st[0].position = bpos

@@ -48,6 +48,7 @@ from kafka_log_core.settings.config import LogConfig
 
 OUTPUT_BYTES = 4 * 1024 * 1024  # output buffer of pass 2, written out whenever it fills
 _NO_SCRATCH = np.empty(0, dtype=np.uint8)
+_NO_KEEP = np.empty(0, dtype=np.int64)
 SCRATCH_BYTES = 4 * 1024 * 1024  # rebuilt records of compressed batches, until the output is written
 
 
@@ -377,6 +378,10 @@ def map_segment(
             areas, bounds = run.areas, run.bounds
             st["area_next"] = 0
         elif status == sk.STOP_LEGACY:
+            if int(st["rows_only"][0]):
+                raise KafkaLogError(
+                    f"{segment.log_path}: a legacy entry at position {position} in a rows-only pass"
+                )
             full, size = _map_legacy(segment, position, slots, tracker, st)
             if full:
                 return True
@@ -413,10 +418,16 @@ def _map_legacy(
 # ============================================================================================ pass 2
 def clean_segment(
     segment: Segment, out: CleanedSegment, slots: np.ndarray, producers: np.ndarray, tracker: TransactionTracker,
-    st: np.ndarray, retain_legacy_deletes: bool, digests: np.ndarray | None = None,
+    st: np.ndarray, retain_legacy_deletes: bool, digests: np.ndarray | None = None, keep: np.ndarray | None = None,
 ) -> None:  # fmt: skip
-    """Pass 2 over one whole segment into ``out``; ``digests``: what pass 1 stored for this segment."""
+    """Pass 2 over one whole segment into ``out``; ``digests``: what pass 1 stored for this segment.
+    ``keep`` (split cleaning, a segment of v2 batches whose keyed records were all in pass 1): the
+    ascending offsets of the records that are their key's latest; the keyed records are kept by it,
+    ``slots`` is not read and no key is hashed."""
     store = NO_STORE if digests is None else (digests, sk.new_state(sk.STORE_STATE, mode=sk.STORE_USE))
+    st["keep_list"] = keep is not None
+    keep = _NO_KEEP if keep is None else keep
+    st["keep_next"] = np.searchsorted(keep, segment.base_offset)
     buf = segment.buffer()
     st["position"] = 0
     st["area_next"] = 0
@@ -425,7 +436,7 @@ def clean_segment(
     chunk = Chunk()
     while True:
         status = sk.clean(  # type: ignore[call-arg]  # numba stubs: a fixed arity
-            buf, buf.shape[0], areas, bounds, slots, producers, tracker.table, tracker.state, tracker.events,
+            buf, buf.shape[0], areas, bounds, slots, keep, producers, tracker.table, tracker.state, tracker.events,
             out.buffer, out.batches, scratch, *store, *karea, *chunk.arrays, st,
         )  # fmt: skip
         out.txn_entries += tracker.take_events()
@@ -454,6 +465,10 @@ def clean_segment(
             areas, bounds = run.areas, run.bounds
             st["area_next"] = 0
         elif status == sk.STOP_LEGACY:
+            if int(st["keep_list"][0]):
+                raise KafkaLogError(
+                    f"{segment.log_path}: a legacy batch at position {position} in a keep-list pass"
+                )
             if int(st["holes"][0]):
                 out.flush(st, buf, scratch)
             size = _clean_legacy(segment, position, out, slots, tracker, st, retain_legacy_deletes)

@@ -175,6 +175,7 @@ def holding(task: PartitionTask, opts: JobOptions) -> Iterator[PartitionTask]:
         yield task
         return
     with locks.partition_lock(task.log_dir, task.tp):
+        split_cleaning.remove_scratch(Path(task.log_dir) / task.tp.dir_name)  # an interrupted split run's
         yield dataclasses.replace(task, checkpoints=read_partition_checkpoints(task.log_dir, task.tp))
 
 
