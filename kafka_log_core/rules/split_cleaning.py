@@ -8,13 +8,14 @@ rounds, each re-reading the log. Here one round covers every key, and the work i
    group starts (aborted and open transactions: ``TransactionTracker.snapshot``), the active producers
    (each producer's last batch), the delete horizons and the first uncleanable offset. A small
    picklable :class:`SplitPlan` -- what a Spark job broadcasts.
-2. **Pass 1 per segment** (:func:`segment_pieces`): key digest -> last offset of the segment's dirty
-   records (the kernels' pass 1 into a map that grows instead of filling), cut into digest buckets; for
-   a segment that needs it, the digests of every key pass 2 will look up there.
-3. **Combine by digest** (:func:`combine_bucket`): per bucket, the pieces of all segments merged (the
-   latest offset of each key wins) and given back per group: each group receives only the map entries
-   of its own keys. A bucket is a range of digests, as the map's home slots are, so the rows stay
-   nearly in slot order from pass 1 to the combine and into pass 2's map.
+2. **Pass 1 per segment** (:func:`segment_pass1`): key digest -> last offset of the segment's dirty
+   records, in digest buckets (``kernels.digest_rows``: what it holds grows with the segment's keys,
+   whatever the configured dedupe buffer); for a segment that needs it, the digests of every key pass 2
+   will look up there.
+3. **Combine by digest** (:func:`combine_task`): per bucket, the rows of all segments merged (the latest
+   offset of each key wins) and given back per group: keep lists (the offsets that are their key's
+   latest) for the segments whose every keyed record went into pass 1, map entries of its own keys for
+   the others.
 4. **Pass 2 per group** (:func:`clean_group`): the group's ``.cleaned`` files, written by the same
    kernels as a single-task round, from the group's map entries and its tracker snapshot.
 5. **Swap** (:func:`install`): group by group in ascending order, the broker's
@@ -31,7 +32,6 @@ import copy
 import math
 import shutil
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +52,7 @@ from kafka_log_core.format.filenames import (
 from kafka_log_core.format.txn_index import AbortedTxn
 from kafka_log_core.kernels import primitives as kernels
 from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels.digest_rows import ROW_WORDS, combine, latest_per_digest, table_rows
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
@@ -68,10 +69,9 @@ from kafka_log_core.rules.txn_tracker import TransactionTracker
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
 from kafka_log_core.settings.kafka_version import keeps_last_batch_of_round
 
-BUCKET_BYTES = 256 * 1024 * 1024  # segment bytes per shuffle bucket (one combine task each)
+BUCKET_BYTES = 256 * 1024 * 1024  # segment bytes per digest bucket (one combine task each), at most
 MAX_FIRST_MAP_KEYS = 1 << 22  # a pass-1 map starts at the segment's offset span, at most this, and doubles
-ENTRY = 3  # columns of a map entry row: digest hi, digest lo, offset (uint64)
-EMPTY_ENTRIES = np.zeros((0, ENTRY), dtype=np.uint64)
+EMPTY_ENTRIES = np.zeros((0, ROW_WORDS), dtype=np.uint64)
 
 
 class NotSplittable(KafkaLogError):
@@ -89,6 +89,7 @@ class SegmentJob:
     # Its lookups need a scan of every keyed record (records below the first dirty offset, transactions,
     # legacy entries), and pass 2 looks its keys up in a map. Otherwise pass 2 takes a keep list.
     full_scan: bool
+    size: int  # bytes pass 1 reads (what orders the tasks: the largest first)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class GroupJob:
     bases: tuple[int, ...]
     aborted: tuple[tuple[AbortedTxn, ...], ...]  # per segment: the aborted transactions pass 2 adds there
     tracker: TransactionTracker  # the pass-2 tracker where the group starts
+    size: int  # bytes of its segments
 
 
 @dataclass(frozen=True)
@@ -113,11 +115,15 @@ class SplitPlan:
     producers: np.ndarray  # segment_kernels.PRODUCER rows
     segments: tuple[SegmentJob, ...]
     groups: tuple[GroupJob, ...]
-    buckets: int
+    bucket_bits: int  # the digest buckets: ranges of the top bits of digest hi (``kernels.digest_rows``)
 
     @property
     def latest_offset(self) -> int:
         return self.end_offset - 1
+
+    @property
+    def buckets(self) -> int:
+        return 1 << self.bucket_bits
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ class GroupOutput:
 # ============================================================================================ pre-pass
 def plan_split(
     log: PartitionLog, plan: CleanPlan, cfg: LogConfig, broker: BrokerConfig, now_ms: int, producers: ProducerTable,
-    buckets: int | None = None,
+    bucket_bits: int | None = None,
 ) -> SplitPlan:  # fmt: skip
     """The sequential facts of the round, from batch headers and the indexes (no record is read)."""
     first_dirty, upper = plan.first_dirty_offset, plan.first_uncleanable_offset
@@ -138,58 +144,59 @@ def plan_split(
         raise NotSplittable(f"{log.directory}: no dirty section to clean")
     to_clean = [s for s in log.segments if s.base_offset < upper]
     groups = group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, upper)
-    group_of = {s.base_offset: g for g, group in enumerate(groups) for s in group}
     dirty = {s.base_offset for s in log.segments_in(first_dirty, upper)}
 
-    # the pass-1 tracker, as build_map runs it over the dirty section
+    # One walk over the headers of every segment to rewrite, two trackers: pass 1's as build_map runs it
+    # over the dirty section, pass 2's as clean_log runs it over every group in order.
     map_tracker = TransactionTracker()
     map_tracker.add_aborted(log.collect_aborted_transactions(first_dirty, upper))
-    seg_jobs: list[SegmentJob] = []
-    for s in to_clean:
-        if s.base_offset not in dirty:
-            seg_jobs.append(SegmentJob(s.base_offset, group_of[s.base_offset], 0, None, True))
-            continue
-        position = s.offset_index.lookup(first_dirty).position
-        snapshot = map_tracker.snapshot(s.base_offset)
-        unsure = _track(s, position, map_tracker)
-        # Pass 2 looks up the keys of every batch its own tracker keeps. Where pass 1's tracker may judge
-        # a transactional batch otherwise (it starts at the first dirty offset, pass 2 at the log start:
-        # Kafka's too), the lookups come from every keyed record, not from the map entries; legacy entries
-        # too (their pass 2 looks keys up in the map). Elsewhere every keyed record pass 2 meets was put
-        # in pass 1, and pass 2 needs no digest: it keeps the records whose offset is their key's latest.
-        full = s.base_offset < first_dirty or unsure
-        seg_jobs.append(SegmentJob(s.base_offset, group_of[s.base_offset], position, snapshot, full))
-
-    # the pass-2 tracker, as clean_log runs it over every group in order
     clean_tracker = TransactionTracker(record_events=True)
+    seg_jobs: list[SegmentJob] = []
     group_jobs: list[GroupJob] = []
     for g, group in enumerate(groups):
-        snapshot = clean_tracker.snapshot(group[0].base_offset)
+        group_snapshot = clean_tracker.snapshot(group[0].base_offset)
         aborted = []
-        for i, s in enumerate(group):
-            seg_upper = group[i + 1].base_offset if i + 1 < len(group) else s.read_next_offset
-            aborted.append(tuple(log.collect_aborted_transactions(s.base_offset, seg_upper)))
+        for i, seg in enumerate(group):
+            rows = seg.headers().view(np.int64).reshape(-1, sk.HEADER_FIELDS)
+            seg_upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset
+            aborted.append(tuple(log.collect_aborted_transactions(seg.base_offset, seg_upper)))
+            if seg.base_offset in dirty:
+                position = seg.offset_index.lookup(first_dirty).position
+                snapshot = map_tracker.snapshot(seg.base_offset)
+                from_position = rows[np.searchsorted(rows[:, sk.H_POSITION], position) :]
+                unsure = _track(seg, from_position, map_tracker)
+                # Pass 2 looks up the keys of every batch its own tracker keeps. Where pass 1's tracker may
+                # judge a transactional batch otherwise (it starts at the first dirty offset, pass 2 at the
+                # log start: Kafka's too), the lookups come from every keyed record, not from the map
+                # entries; legacy entries too (their pass 2 looks keys up in the map). Elsewhere every keyed
+                # record pass 2 meets was put in pass 1, and pass 2 needs no digest: it keeps the records
+                # whose offset is their key's latest.
+                full = seg.base_offset < first_dirty or unsure
+                size = seg.size - position + (seg.size if full else 0)
+                seg_jobs.append(SegmentJob(seg.base_offset, g, position, snapshot, full, size))
+            else:
+                seg_jobs.append(SegmentJob(seg.base_offset, g, 0, None, True, seg.size))
             clean_tracker.add_aborted(list(aborted[-1]))
-            _track(s, 0, clean_tracker)
+            _track(seg, rows, clean_tracker)
             clean_tracker.take_events()
-        group_jobs.append(GroupJob(g, tuple(s.base_offset for s in group), tuple(aborted), snapshot))
+        bases = tuple(seg.base_offset for seg in group)
+        group_jobs.append(GroupJob(g, bases, tuple(aborted), group_snapshot, sum(seg.size for seg in group)))
 
     clean_segments = [s for s in log.segments if s.base_offset < first_dirty]
     legacy_horizon = clean_segments[-1].mtime_ms - cfg.delete_retention_ms if clean_segments else 0
-    if buckets is None:
-        buckets = max(2, math.ceil(sum(s.size for s in to_clean) / BUCKET_BYTES))
+    if bucket_bits is None:  # at most BUCKET_BYTES of segments a bucket, two buckets at least
+        bucket_bits = max(1, math.ceil(math.log2(max(1, sum(s.size for s in to_clean)) / BUCKET_BYTES)))
     return SplitPlan(
         str(log.directory), plan, cfg, now_ms, upper,
         upper if keeps_last_batch_of_round(broker.kafka_version) else -1,
         legacy_horizon, producer_array(producers.active(now_ms, broker.producer_id_expiration_ms)),
-        tuple(seg_jobs), tuple(group_jobs), buckets,
+        tuple(seg_jobs), tuple(group_jobs), bucket_bits,
     )  # fmt: skip
 
 
-def _track(segment: Segment, position: int, tracker: TransactionTracker) -> bool:
-    """The tracker through every batch header of ``segment`` from ``position`` (compiled). True when a
-    transactional data batch or a legacy (magic 0/1) entry was among them."""
-    rows = segment.headers(position).view(np.int64).reshape(-1, sk.HEADER_FIELDS)
+def _track(segment: Segment, rows: np.ndarray, tracker: TransactionTracker) -> bool:
+    """The tracker through header ``rows`` of ``segment`` (compiled). True when a transactional data
+    batch or a legacy (magic 0/1) entry was among them."""
     transactional = bool(
         np.any(
             (rows[:, sk.H_ATTRIBUTES] & (sk.TRANSACTIONAL_MASK | sk.CONTROL_MASK)) == sk.TRANSACTIONAL_MASK
@@ -241,15 +248,12 @@ def track_headers(rows, i, table, tstate, events):
 
 
 # ============================================================================================ pass 1
-MAP, LOOKUP = 0, 1  # kinds of the pieces pass 1 gives the combine
-Piece = tuple  # (MAP | LOOKUP, segment base, group, rows)
-
-
 @dataclass(frozen=True)
 class Pass1Output:
-    """Pass 1 of one segment: rows of digest hi, lo and the key's last dirty offset in the segment (MAP),
-    and where the segment needs a full scan the digests of every keyed record (LOOKUP), each in bucket
-    order: bucket ``b`` at rows ``bounds[b]:bounds[b + 1]``."""
+    """Pass 1 of one segment: rows of digest hi, lo and offset of its dirty keyed records, reduced to
+    the key's last where that pays (the map rows), and where the segment needs a full scan the digests
+    of every key it holds (lookups, two words a row), each in bucket order: bucket ``b`` at rows
+    ``bounds[b]:bounds[b + 1]``."""
 
     maps: np.ndarray
     map_bounds: np.ndarray
@@ -258,32 +262,35 @@ class Pass1Output:
 
 
 def segment_pass1(sp: SplitPlan, job: SegmentJob) -> Pass1Output:
-    """Pass 1 of one segment. The MAP rows' keys are also those pass 2 looks up in this segment, unless
+    """Pass 1 of one segment. The map rows' keys are also those pass 2 looks up in this segment, unless
     the segment needs a full scan (records below the first dirty offset, transactions, legacy entries).
-    The map grows as keys come: its size is the segment's distinct keys, whatever the configured dedupe
-    buffer."""
+    What it holds grows with the segment's keys, whatever the configured dedupe buffer."""
     segment = Segment.open(sp.directory, job.base)
+    bits = sp.bucket_bits
     try:
         maps, map_bounds = EMPTY_ENTRIES, np.zeros(sp.buckets + 1, dtype=np.int64)
         if not job.full_scan and job.tracker is not None:
-            maps, map_bounds = last_by_key(_all_keyed(segment, job, sp.plan.first_dirty_offset), sp.buckets)
+            keyed = _all_keyed(segment, job, sp.plan.first_dirty_offset)
+            maps, map_bounds = latest_per_digest(keyed, bits, always=False)
             return Pass1Output(maps, map_bounds)
         if job.tracker is not None:
             table = _scan(segment, job.position, sp.plan.first_dirty_offset, copy.deepcopy(job.tracker))
-            maps, map_bounds = rows_by_bucket(table, sp.buckets, ENTRY)
+            maps, map_bounds = latest_per_digest(table_rows(table), bits, always=False)
         if not job.full_scan:
             return Pass1Output(maps, map_bounds)
         # every keyed record (no aborted list: a superset of what pass 2 looks up)
-        lookups, lookup_bounds = rows_by_bucket(_scan(segment, 0, -1, TransactionTracker()), sp.buckets, 2)
-        return Pass1Output(maps, map_bounds, lookups, lookup_bounds)
+        lookups, lookup_bounds = latest_per_digest(
+            table_rows(_scan(segment, 0, -1, TransactionTracker())), bits
+        )
+        return Pass1Output(maps, map_bounds, np.ascontiguousarray(lookups[:, :2]), lookup_bounds)
     finally:
         segment.drop_cache()
 
 
 def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int) -> np.ndarray:
     """Rows (digest hi, lo, offset) of every keyed record of a segment without transactions or legacy
-    entries, in offset order: pass 1 with no map (a map's random writes cost more than deduplicating
-    afterwards, range by range in cache: :func:`last_by_key`)."""
+    entries: pass 1 with no map (a map over the whole segment misses the cache on nearly every record;
+    :func:`latest_per_digest` then works range by range of digests, in cache)."""
     store = new_store(max(1, segment.read_next_offset - segment.base_offset), sk.STORE_FILL)  # >= its records
     st = sk.new_state(sk.MAP_STATE, start_offset=start_offset, latest_offset=-1, rows_only=1)
     assert job.tracker is not None
@@ -304,7 +311,7 @@ def _scan(segment: Segment, position: int, start_offset: int, tracker: Transacti
     st = sk.new_state(sk.MAP_STATE, start_offset=start_offset, latest_offset=-1, keys=0, capacity=keys)
     while map_segment(segment, position, table, tracker, st):  # full: twice as large, and go on
         keys *= 2
-        rows, _ = rows_by_bucket(table, 1, ENTRY)
+        rows = table_rows(table)
         table = _table(keys)
         kernels.map_put_many(table, np.ascontiguousarray(rows[:, 0]), np.ascontiguousarray(rows[:, 1]),
                              rows[:, 2].astype(np.int64), 0, keys, np.ones(len(rows), dtype=np.bool_))  # fmt: skip
@@ -315,196 +322,6 @@ def _scan(segment: Segment, position: int, start_offset: int, tracker: Transacti
 
 def _table(keys: int) -> np.ndarray:
     return np.zeros((math.ceil(keys / 0.75) + 1, kernels.SLOT_WORDS), dtype=np.uint64)
-
-
-@njit(cache=True, inline="always")
-def bucket_of(hi, buckets):
-    """A digest's bucket: its first word's top 32 bits scaled to [0, buckets), as the map's home slot
-    (``primitives.map_slot``) -- so a map's slots in order are its keys nearly in bucket order, and a
-    bucket's rows enter the combine's map nearly in slot order (memory read and written as a stream)."""
-    return np.int64(((hi >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32))
-
-
-@njit(cache=True)
-def rows_by_bucket(table, buckets, columns):
-    """The occupied slots of a map as rows (digest hi, lo[, offset]) grouped by :func:`bucket_of`, each
-    bucket's rows in slot order: (rows, bounds), bucket ``b`` at ``rows[bounds[b]:bounds[b + 1]]``."""
-    counts = np.zeros(buckets + 1, dtype=np.int64)
-    for s in range(table.shape[0]):
-        if table[s, kernels.SLOT_OFFSET] != 0:
-            counts[bucket_of(table[s, kernels.SLOT_HI], buckets) + 1] += 1
-    bounds = np.cumsum(counts)
-    fill = bounds[:-1].copy()
-    rows = np.empty((bounds[-1], columns), dtype=np.uint64)
-    for s in range(table.shape[0]):
-        stored = table[s, kernels.SLOT_OFFSET]
-        if stored != 0:
-            b = bucket_of(table[s, kernels.SLOT_HI], buckets)
-            i = fill[b]
-            fill[b] += 1
-            rows[i, 0] = table[s, kernels.SLOT_HI]
-            rows[i, 1] = table[s, kernels.SLOT_LO]
-            if columns > 2:
-                rows[i, 2] = stored - np.uint64(1)  # stored + 1
-    return rows, bounds
-
-
-@njit(cache=True)
-def last_by_key(rows, buckets):
-    """A segment's keyed records (digest hi, lo, offset, in offset order) down to the last of each key,
-    grouped by :func:`bucket_of`: (rows, bounds) as :func:`rows_by_bucket`. Done by sub-ranges of
-    digests, each in a small map that stays in cache."""
-    n = rows.shape[0]
-    per_bucket = max(1, n // (buckets * SUB_RANGE_ROWS))
-    parts = buckets * per_bucket  # sub-range p lies in bucket p // per_bucket
-    order, starts = _by_sub_range(rows, 1, parts)
-    most = 1
-    for p in range(parts):
-        most = max(most, starts[p + 1] - starts[p])
-    table = np.zeros((2 * most + 1, kernels.SLOT_WORDS), dtype=np.uint64)
-    out = np.empty((n, ENTRY), dtype=np.uint64)
-    bounds = np.zeros(buckets + 1, dtype=np.int64)
-    w = 0
-    for p in range(parts):
-        slots = 2 * (starts[p + 1] - starts[p]) + 1
-        table[:slots, kernels.SLOT_OFFSET] = 0
-        for j in range(starts[p], starts[p + 1]):  # offset order: a later record of a key overwrites
-            i = order[j]
-            _sub_put(table, slots, 1, parts, rows[i, 0], rows[i, 1], rows[i, 2])
-        for j in range(starts[p], starts[p + 1]):
-            i = order[j]
-            if _sub_find(table, slots, 1, parts, rows[i, 0], rows[i, 1]) == np.int64(rows[i, 2]):
-                out[w, 0] = rows[i, 0]
-                out[w, 1] = rows[i, 1]
-                out[w, 2] = rows[i, 2]
-                w += 1
-        bounds[p // per_bucket + 1] = w
-    return out[:w].copy(), bounds
-
-
-# ============================================================================================ combine
-def combine_bucket(sp: SplitPlan, pieces: list[Piece]) -> list[tuple[int, np.ndarray]]:
-    """One bucket: the latest offset of each key over every segment's MAP rows (a later segment's row of
-    a key overwriting an earlier one's), given to the groups that look the key up (the segment's own
-    group for MAP rows; LOOKUP rows, where a segment has them). Returns (group, rows of digest hi, lo and
-    latest offset) for the segments pass 2 looks keys up in, (group, keep list: offsets that are their
-    key's latest, int64) for the others."""
-    maps = sorted((p for p in pieces if p[0] == MAP), key=lambda p: p[1])
-    if not maps:
-        return []
-    lookup_pieces = [p for p in pieces if p[0] == LOOKUP]
-    full = {job.base for job in sp.segments if job.full_scan}  # their MAP rows are not their lookups
-    rows = np.concatenate([p[3] for p in maps])
-    lookups = np.concatenate([p[3] for p in lookup_pieces]) if lookup_pieces else np.zeros((0, 2), np.uint64)
-    latest, found = latest_by_key(rows, lookups, sp.buckets)
-    out: list[tuple[int, np.ndarray]] = []
-    at = 0
-    for _, base, group, part in maps:
-        if base not in full:  # the keep list: the offsets that are their key's latest
-            end = at + len(part)
-            out.append((group, rows[at:end, 2][latest[at:end]].astype(np.int64)))
-        at += len(part)
-    at = 0
-    for _, _, group, part in lookup_pieces:
-        hit = found[at : at + len(part)]
-        at += len(part)
-        if (hit >= 0).any():
-            found_rows = np.empty((int((hit >= 0).sum()), ENTRY), dtype=np.uint64)
-            found_rows[:, :2] = part[hit >= 0]
-            found_rows[:, 2] = hit[hit >= 0].astype(np.uint64)
-            out.append((group, found_rows))
-    return out
-
-
-SUB_RANGE_ROWS = 16384  # rows per sub-range of a bucket: its map (2x the slots) stays in the L2 cache
-
-
-@njit(cache=True, inline="always")
-def _within(hi, buckets, parts):
-    """Where a digest lies in its bucket (:func:`bucket_of` leaves a uniform fraction), scaled to
-    ``parts`` sub-ranges: the integer part is its sub-range, the low 32 bits where in it."""
-    return (((hi >> np.uint64(32)) * np.uint64(buckets)) & np.uint64(0xFFFFFFFF)) * np.uint64(parts)
-
-
-@njit(cache=True)
-def _by_sub_range(keys, buckets, parts):
-    """A stable counting sort of row numbers by sub-range: (order, starts)."""
-    starts = np.zeros(parts + 1, dtype=np.int64)
-    for i in range(keys.shape[0]):
-        starts[np.int64(_within(keys[i, 0], buckets, parts) >> np.uint64(32)) + 1] += 1
-    starts = np.cumsum(starts)
-    fill = starts[:-1].copy()
-    order = np.empty(keys.shape[0], dtype=np.int64)
-    for i in range(keys.shape[0]):
-        p = np.int64(_within(keys[i, 0], buckets, parts) >> np.uint64(32))
-        order[fill[p]] = i
-        fill[p] += 1
-    return order, starts
-
-
-@njit(cache=True, inline="always")
-def _sub_slot(hi, buckets, parts, slots):
-    return np.int64(
-        ((_within(hi, buckets, parts) & np.uint64(0xFFFFFFFF)) * np.uint64(slots)) >> np.uint64(32)
-    )
-
-
-@njit(cache=True)
-def latest_by_key(rows, lookups, buckets):
-    """One bucket's combine: ``rows`` (digest hi, lo, offset) in segment order, ``lookups`` (digest hi,
-    lo). Returns (for each row: is its offset its key's latest; for each lookup: its key's latest offset,
-    or -1). The bucket is cut in sub-ranges of digests, each done in a small map of its own: the work of
-    every key in cache, the rows read as a few streams (each segment's rows are nearly in digest order)."""
-    parts = max(1, rows.shape[0] // SUB_RANGE_ROWS)
-    order, starts = _by_sub_range(rows, buckets, parts)
-    lorder, lstarts = _by_sub_range(lookups, buckets, parts)
-    most = 1
-    for p in range(parts):
-        most = max(most, starts[p + 1] - starts[p])
-    table = np.zeros((2 * most + 1, kernels.SLOT_WORDS), dtype=np.uint64)
-    latest = np.zeros(rows.shape[0], dtype=np.bool_)
-    found = np.full(lookups.shape[0], -1, dtype=np.int64)
-    for p in range(parts):
-        slots = 2 * (starts[p + 1] - starts[p]) + 1
-        table[:slots, kernels.SLOT_OFFSET] = 0
-        for j in range(starts[p], starts[p + 1]):  # segment order: a later row of a key overwrites
-            i = order[j]
-            _sub_put(table, slots, buckets, parts, rows[i, 0], rows[i, 1], rows[i, 2])
-        for j in range(starts[p], starts[p + 1]):
-            i = order[j]
-            latest[i] = _sub_find(table, slots, buckets, parts, rows[i, 0], rows[i, 1]) == np.int64(
-                rows[i, 2]
-            )
-        for j in range(lstarts[p], lstarts[p + 1]):
-            i = lorder[j]
-            found[i] = _sub_find(table, slots, buckets, parts, lookups[i, 0], lookups[i, 1])
-    return latest, found
-
-
-@njit(cache=True, inline="always")
-def _sub_put(table, slots, buckets, parts, hi, lo, offset):
-    """Store ``offset`` for the digest in a sub-range's map (overwriting the key's earlier one)."""
-    s = _sub_slot(hi, buckets, parts, slots)
-    while True:
-        stored = table[s, kernels.SLOT_OFFSET]
-        if stored == 0 or (table[s, kernels.SLOT_HI] == hi and table[s, kernels.SLOT_LO] == lo):
-            table[s, kernels.SLOT_HI] = hi
-            table[s, kernels.SLOT_LO] = lo
-            table[s, kernels.SLOT_OFFSET] = offset + np.uint64(1)
-            return
-        s = s + 1 if s + 1 < slots else 0
-
-
-@njit(cache=True, inline="always")
-def _sub_find(table, slots, buckets, parts, hi, lo):
-    s = _sub_slot(hi, buckets, parts, slots)
-    while True:
-        stored = table[s, kernels.SLOT_OFFSET]
-        if stored == 0:
-            return np.int64(-1)
-        if table[s, kernels.SLOT_HI] == hi and table[s, kernels.SLOT_LO] == lo:
-            return np.int64(stored) - 1
-        s = s + 1 if s + 1 < slots else 0
 
 
 # ============================================================================================ pass 2
@@ -617,32 +434,29 @@ def pass1_task(sp: SplitPlan, index: int) -> SegmentFiles:
 
 
 def combine_task(sp: SplitPlan, bucket: int, segments: list[SegmentFiles]) -> BucketFiles:
+    """One bucket: the latest offset of each key over every segment's map rows, given back per group as
+    keep lists (the offsets that are their key's latest, for the segments pass 2 keeps by offset) and
+    map entries (for the digests the other segments' pass 2 looks up)."""
     d = scratch_dir(sp)
-    pieces: list[Piece] = []
-    for seg in segments:
-        job = sp.segments[seg.index]
-        maps = _read_rows(d / f"{job.base}.map", seg.map_bounds, bucket, ENTRY)
-        if len(maps):
-            pieces.append((MAP, job.base, job.group, maps))
-        if seg.lookup_bounds is not None:
-            lookups = _read_rows(d / f"{job.base}.lookup", seg.lookup_bounds, bucket, 2)
-            if len(lookups):
-                pieces.append((LOOKUP, job.base, job.group, lookups))
-    per_group: dict[int, list[np.ndarray]] = defaultdict(list)
-    for group, rows in combine_bucket(sp, pieces):
-        per_group[group].append(rows)
-    keep_bounds, entry_bounds = [0], [0]
-    with (
-        open(d / f"bucket-{bucket}.keep", "wb") as keep,
-        open(d / f"bucket-{bucket}.entries", "wb") as entries,
-    ):
-        for gjob in sp.groups:
-            parts = per_group.get(gjob.index, [])
-            for rows in parts:
-                (keep if rows.ndim == 1 else entries).write(np.ascontiguousarray(rows).data)
-            keep_bounds.append(keep_bounds[-1] + sum(len(r) for r in parts if r.ndim == 1))
-            entry_bounds.append(entry_bounds[-1] + sum(len(r) for r in parts if r.ndim == 2))
-    return BucketFiles(bucket, tuple(keep_bounds), tuple(entry_bounds))
+    maps = _read_pieces(
+        [(d / f"{sp.segments[f.index].base}.map", f.map_bounds, bucket) for f in segments], ROW_WORDS
+    )
+    wanted = [(sp.segments[f.index], f.lookup_bounds) for f in segments if f.lookup_bounds is not None]
+    digests = _read_pieces([(d / f"{job.base}.lookup", bounds, bucket) for job, bounds in wanted], 2)
+    lookups = np.empty((len(digests), ROW_WORDS), dtype=np.uint64)
+    lookups[:, :2] = digests
+    lookups[:, 2] = np.repeat(  # the group that looks the digest up
+        np.array([job.group for job, _ in wanted], dtype=np.uint64),
+        [bounds[bucket + 1] - bounds[bucket] for _, bounds in wanted],
+    )
+    keep, keep_bounds, entries, entry_bounds = combine(
+        maps, lookups, sp.bucket_bits, np.array([j.base for j in sp.segments], dtype=np.int64),
+        np.array([j.group for j in sp.segments], dtype=np.int64),
+        np.array([not j.full_scan for j in sp.segments], dtype=np.bool_), len(sp.groups),
+    )  # fmt: skip
+    keep.tofile(d / f"bucket-{bucket}.keep")
+    entries.tofile(d / f"bucket-{bucket}.entries")
+    return BucketFiles(bucket, tuple(int(x) for x in keep_bounds), tuple(int(x) for x in entry_bounds))
 
 
 def pass2_task(sp: SplitPlan, group: int, buckets: list[BucketFiles]) -> GroupOutput:
@@ -650,7 +464,7 @@ def pass2_task(sp: SplitPlan, group: int, buckets: list[BucketFiles]) -> GroupOu
     parts: list[np.ndarray] = []
     for b in buckets:
         keep = _read_rows(d / f"bucket-{b.bucket}.keep", b.keep_bounds, group, 1).view(np.int64).reshape(-1)
-        entries = _read_rows(d / f"bucket-{b.bucket}.entries", b.entry_bounds, group, ENTRY)
+        entries = _read_rows(d / f"bucket-{b.bucket}.entries", b.entry_bounds, group, ROW_WORDS)
         parts += [p for p in (keep, entries) if len(p)]
     return clean_group(sp, sp.groups[group], parts)
 
@@ -664,19 +478,45 @@ def drop_pass1_files(sp: SplitPlan) -> None:
 
 
 def _read_rows(path: Path, bounds: tuple[int, ...], i: int, columns: int) -> np.ndarray:
-    n = bounds[i + 1] - bounds[i]
-    if n == 0:
-        return np.zeros((0, columns), dtype=np.uint64)
-    rows = np.fromfile(path, dtype=np.uint64, count=n * columns, offset=bounds[i] * columns * 8)
-    if len(rows) != n * columns:
-        raise KafkaLogError(
-            f"{path}: {len(rows) // columns} rows where {n} were written (scratch file cut short)"
-        )
-    return rows.reshape(n, columns)
+    """Rows ``bounds[i]:bounds[i + 1]`` of a scratch file of ``columns`` words a row."""
+    return _read_pieces([(path, bounds, i)], columns)
+
+
+def _read_pieces(pieces: list[tuple[Path, tuple[int, ...], int]], columns: int) -> np.ndarray:
+    """The rows ``bounds[i]:bounds[i + 1]`` of each (path, bounds, i), one after the other in one array."""
+    sizes = [bounds[i + 1] - bounds[i] for _, bounds, i in pieces]
+    rows = np.empty((sum(sizes), columns), dtype=np.uint64)
+    at = 0
+    for (path, bounds, i), n in zip(pieces, sizes, strict=True):
+        if n == 0:
+            continue
+        with open(path, "rb") as f:
+            f.seek(bounds[i] * columns * 8)
+            got = f.readinto(rows[at : at + n].data.cast("B"))
+        if got != n * columns * 8:
+            raise KafkaLogError(
+                f"{path}: {got // (columns * 8)} rows at row {bounds[i]} where {n} were written (scratch file "
+                "cut short)"
+            )
+        at += n
+    return rows
 
 
 # ============================================================================================ drivers
 Runner = Callable[[SplitPlan], list[GroupOutput]]
+
+
+def largest_first(sizes: list[int]) -> list[int]:
+    """Indexes by descending size: handed out in this order to workers that each take the next piece
+    when done, the pieces end closest together (longest processing time first)."""
+    return sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+
+
+def spread(n: int, tasks: int) -> list[range]:
+    """``range(n)`` cut into at most ``tasks`` runs of nearly equal length (pieces of equal work, such as
+    digest buckets: one task per worker runs them without a task's start-up cost for each)."""
+    tasks = max(1, min(n, tasks))
+    return [range(t * n // tasks, (t + 1) * n // tasks) for t in range(tasks)]
 
 
 def run_local(sp: SplitPlan) -> list[GroupOutput]:
