@@ -69,8 +69,34 @@ def _scatter(rows, skip, bits, parted):
     return starts
 
 
-def _parted(rows: np.ndarray, skip: int, bits: int) -> tuple[np.ndarray, np.ndarray]:
-    parted = np.empty((rows.shape[0], ROW_WORDS), dtype=np.uint64)
+class ArrayPool:
+    """Arrays kept from one piece of work to the next in a process (a Spark worker runs piece after
+    piece): a fresh array of hundreds of megabytes is faulted in page by page, which costs more than the
+    work on it (with huge pages, erratically more). :meth:`take` gives an uninitialised array of the shape
+    asked, a view of the one kept under ``name``: the caller is done with it before it takes ``name``
+    again."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def take(self, name: str, shape: tuple[int, ...], dtype=np.uint64) -> np.ndarray:
+        size = int(np.prod(shape))
+        kept = self._arrays.get(name)
+        if kept is None or kept.size < size or kept.dtype != dtype:
+            grown = size if kept is None else max(size, kept.size + kept.size // 4)
+            self._arrays.pop(name, None)  # let it go before the larger one is made
+            kept = self._arrays[name] = np.empty(grown, dtype=dtype)
+        return kept[:size].reshape(shape)
+
+    def clear(self) -> None:
+        self._arrays.clear()
+
+
+def _take(pool: ArrayPool | None, name: str, shape: tuple[int, ...], dtype=np.uint64) -> np.ndarray:
+    return np.empty(shape, dtype=dtype) if pool is None else pool.take(name, shape, dtype)
+
+
+def _parted(rows: np.ndarray, skip: int, bits: int, parted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return parted, _scatter(rows, skip, bits, parted)
 
 
@@ -192,7 +218,7 @@ def _latest_parts(parted, starts, bits, bucket_bits, always):
 
 
 def latest_per_digest(
-    rows: np.ndarray, bucket_bits: int, *, always: bool = True
+    rows: np.ndarray, bucket_bits: int, *, always: bool = True, into: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``rows`` (digest hi, lo, offset) down to one row per digest, the one with the largest offset,
     ordered by bucket (the top ``bucket_bits`` bits of digest hi): (rows, bounds), bucket ``b`` at
@@ -200,9 +226,10 @@ def latest_per_digest(
 
     With ``always=False`` the rows are reduced only where a sample shows it pays (more than a tenth of
     the rows go); elsewhere a digest may keep several rows (what a later combine takes the largest
-    offset of anyway)."""
+    offset of anyway). ``into``: where the rows go (an uninitialised array of their shape, from an
+    :class:`ArrayPool`); the result is a view of it."""
     bits = _part_bits(rows.shape[0], bucket_bits)
-    parted, starts = _parted(rows, 0, bits)
+    parted, starts = _parted(rows, 0, bits, np.empty_like(rows) if into is None else into)
     kept, bounds = _latest_parts(parted, starts, bits, bucket_bits, always)
     return parted[:kept], bounds
 
@@ -252,12 +279,16 @@ def _group_order(groups, n, bounds, order):
         fill[groups[i]] += 1
 
 
-def _grouped(values: np.ndarray, groups: np.ndarray, n: int, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+def _grouped(
+    values: np.ndarray, groups: np.ndarray, n: int, n_groups: int, pool: ArrayPool | None, name: str
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The first ``n`` rows of ``values`` ordered by ``groups`` (stable): (ordered, bounds)."""
     bounds = np.zeros(n_groups + 1, dtype=np.int64)
-    order = np.empty(n, dtype=np.int64)
+    order = _take(pool, "order", (n,), np.int64)
     _group_order(groups, n, bounds, order)
-    return values[order], bounds
+    out = _take(pool, name, (n, *values.shape[1:]), values.dtype)
+    np.take(values, order, axis=0, out=out)
+    return out, bounds
 
 
 GROUP = 2  # the third word of a lookup row: the group that looks the digest up
@@ -265,7 +296,7 @@ GROUP = 2  # the third word of a lookup row: the group that looks the digest up
 
 def combine(
     rows: np.ndarray, lookups: np.ndarray, bucket_bits: int, seg_bases: np.ndarray, seg_groups: np.ndarray,
-    seg_keep: np.ndarray, n_groups: int,
+    seg_keep: np.ndarray, n_groups: int, pool: ArrayPool | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """One bucket's combine. ``rows``: every segment's rows of the bucket (digest hi, lo, offset; a key
     may have several); ``lookups``: rows (digest hi, lo, group) of the digests a group's
@@ -275,18 +306,18 @@ def combine(
     Returns (keep, keep_bounds, entries, entry_bounds): ``keep`` the offsets that are their key's latest
     and lie in a keep-list segment, by group (group ``g`` at ``keep[keep_bounds[g]:keep_bounds[g + 1]]``,
     unsorted); ``entries`` rows (digest hi, lo, the key's latest offset) for the lookups whose key has
-    one, by group likewise."""
+    one, by group likewise. With a ``pool`` every array is taken from it (the results too)."""
     bits = _part_bits(rows.shape[0], 1)
-    parted, starts = _parted(rows, bucket_bits, bits)
-    wanted, wanted_starts = _parted(lookups, bucket_bits, bits)
-    keep = np.empty(rows.shape[0], dtype=np.int64)
-    keep_group = np.empty(rows.shape[0], dtype=np.int64)
-    found = np.empty((lookups.shape[0], ROW_WORDS), dtype=np.uint64)
-    found_group = np.empty(lookups.shape[0], dtype=np.int64)
+    parted, starts = _parted(rows, bucket_bits, bits, _take(pool, "parted", rows.shape))
+    wanted, wanted_starts = _parted(lookups, bucket_bits, bits, _take(pool, "wanted", lookups.shape))
+    keep = _take(pool, "keep", (rows.shape[0],), np.int64)
+    keep_group = _take(pool, "keep_group", (rows.shape[0],), np.int64)
+    found = _take(pool, "found", lookups.shape)
+    found_group = _take(pool, "found_group", (lookups.shape[0],), np.int64)
     nk, nf = _combine_parts(parted, starts, wanted, wanted_starts, seg_bases, seg_groups, seg_keep, keep,
                             keep_group, found, found_group)  # fmt: skip
-    keep, keep_bounds = _grouped(keep, keep_group, nk, n_groups)
-    entries, entry_bounds = _grouped(found, found_group, nf, n_groups)
+    keep, keep_bounds = _grouped(keep, keep_group, nk, n_groups, pool, "keep_out")
+    entries, entry_bounds = _grouped(found, found_group, nf, n_groups, pool, "entries_out")
     return keep, keep_bounds, entries, entry_bounds
 
 

@@ -52,7 +52,7 @@ from kafka_log_core.format.filenames import (
 from kafka_log_core.format.txn_index import AbortedTxn
 from kafka_log_core.kernels import primitives as kernels
 from kafka_log_core.kernels import segment_kernels as sk
-from kafka_log_core.kernels.digest_rows import ROW_WORDS, combine, latest_per_digest, table_rows
+from kafka_log_core.kernels.digest_rows import ROW_WORDS, ArrayPool, combine, latest_per_digest, table_rows
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
@@ -61,7 +61,6 @@ from kafka_log_core.rules.cleaner_segments import (
     CleanedSegment,
     clean_segment,
     map_segment,
-    new_store,
     producer_array,
 )
 from kafka_log_core.rules.producer_state import ProducerTable
@@ -72,6 +71,9 @@ from kafka_log_core.settings.kafka_version import keeps_last_batch_of_round
 BUCKET_BYTES = 256 * 1024 * 1024  # segment bytes per digest bucket (one combine task each), at most
 MAX_FIRST_MAP_KEYS = 1 << 22  # a pass-1 map starts at the segment's offset span, at most this, and doubles
 EMPTY_ENTRIES = np.zeros((0, ROW_WORDS), dtype=np.uint64)
+# The row arrays of pass 1 and the combine, kept from one piece to the next in this process (a worker
+# runs piece after piece); pass 2 needs none of them and lets them go.
+POOL = ArrayPool()
 
 
 class NotSplittable(KafkaLogError):
@@ -271,7 +273,9 @@ def segment_pass1(sp: SplitPlan, job: SegmentJob) -> Pass1Output:
         maps, map_bounds = EMPTY_ENTRIES, np.zeros(sp.buckets + 1, dtype=np.int64)
         if not job.full_scan and job.tracker is not None:
             keyed = _all_keyed(segment, job, sp.plan.first_dirty_offset)
-            maps, map_bounds = latest_per_digest(keyed, bits, always=False)
+            maps, map_bounds = latest_per_digest(
+                keyed, bits, always=False, into=POOL.take("maps", keyed.shape)
+            )
             return Pass1Output(maps, map_bounds)
         if job.tracker is not None:
             table = _scan(segment, job.position, sp.plan.first_dirty_offset, copy.deepcopy(job.tracker))
@@ -291,7 +295,11 @@ def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int) -> np.ndarr
     """Rows (digest hi, lo, offset) of every keyed record of a segment without transactions or legacy
     entries: pass 1 with no map (a map over the whole segment misses the cache on nearly every record;
     :func:`latest_per_digest` then works range by range of digests, in cache)."""
-    store = new_store(max(1, segment.read_next_offset - segment.base_offset), sk.STORE_FILL)  # >= its records
+    rows = max(1, segment.read_next_offset - segment.base_offset)  # >= its records
+    store = (
+        POOL.take("store", (rows, ROW_WORDS)),
+        sk.new_state(sk.STORE_STATE, mode=sk.STORE_FILL, valid=True),
+    )
     st = sk.new_state(sk.MAP_STATE, start_offset=start_offset, latest_offset=-1, rows_only=1)
     assert job.tracker is not None
     map_segment(segment, job.position, _NO_TABLE, copy.deepcopy(job.tracker), st, store)
@@ -439,11 +447,11 @@ def combine_task(sp: SplitPlan, bucket: int, segments: list[SegmentFiles]) -> Bu
     map entries (for the digests the other segments' pass 2 looks up)."""
     d = scratch_dir(sp)
     maps = _read_pieces(
-        [(d / f"{sp.segments[f.index].base}.map", f.map_bounds, bucket) for f in segments], ROW_WORDS
+        [(d / f"{sp.segments[f.index].base}.map", f.map_bounds, bucket) for f in segments], ROW_WORDS, POOL
     )
     wanted = [(sp.segments[f.index], f.lookup_bounds) for f in segments if f.lookup_bounds is not None]
     digests = _read_pieces([(d / f"{job.base}.lookup", bounds, bucket) for job, bounds in wanted], 2)
-    lookups = np.empty((len(digests), ROW_WORDS), dtype=np.uint64)
+    lookups = POOL.take("lookups", (len(digests), ROW_WORDS))
     lookups[:, :2] = digests
     lookups[:, 2] = np.repeat(  # the group that looks the digest up
         np.array([job.group for job, _ in wanted], dtype=np.uint64),
@@ -452,7 +460,7 @@ def combine_task(sp: SplitPlan, bucket: int, segments: list[SegmentFiles]) -> Bu
     keep, keep_bounds, entries, entry_bounds = combine(
         maps, lookups, sp.bucket_bits, np.array([j.base for j in sp.segments], dtype=np.int64),
         np.array([j.group for j in sp.segments], dtype=np.int64),
-        np.array([not j.full_scan for j in sp.segments], dtype=np.bool_), len(sp.groups),
+        np.array([not j.full_scan for j in sp.segments], dtype=np.bool_), len(sp.groups), POOL,
     )  # fmt: skip
     keep.tofile(d / f"bucket-{bucket}.keep")
     entries.tofile(d / f"bucket-{bucket}.entries")
@@ -460,6 +468,7 @@ def combine_task(sp: SplitPlan, bucket: int, segments: list[SegmentFiles]) -> Bu
 
 
 def pass2_task(sp: SplitPlan, group: int, buckets: list[BucketFiles]) -> GroupOutput:
+    POOL.clear()
     d = scratch_dir(sp)
     parts: list[np.ndarray] = []
     for b in buckets:
@@ -482,10 +491,14 @@ def _read_rows(path: Path, bounds: tuple[int, ...], i: int, columns: int) -> np.
     return _read_pieces([(path, bounds, i)], columns)
 
 
-def _read_pieces(pieces: list[tuple[Path, tuple[int, ...], int]], columns: int) -> np.ndarray:
-    """The rows ``bounds[i]:bounds[i + 1]`` of each (path, bounds, i), one after the other in one array."""
+def _read_pieces(
+    pieces: list[tuple[Path, tuple[int, ...], int]], columns: int, pool: ArrayPool | None = None
+) -> np.ndarray:
+    """The rows ``bounds[i]:bounds[i + 1]`` of each (path, bounds, i), one after the other in one array
+    (from ``pool`` when given)."""
     sizes = [bounds[i + 1] - bounds[i] for _, bounds, i in pieces]
-    rows = np.empty((sum(sizes), columns), dtype=np.uint64)
+    shape = (sum(sizes), columns)
+    rows = np.empty(shape, dtype=np.uint64) if pool is None else pool.take(f"read-{columns}", shape)
     at = 0
     for (path, bounds, i), n in zip(pieces, sizes, strict=True):
         if n == 0:
@@ -525,7 +538,10 @@ def run_local(sp: SplitPlan) -> list[GroupOutput]:
     segments = [pass1_task(sp, i) for i in range(len(sp.segments))]
     buckets = [combine_task(sp, b, segments) for b in range(sp.buckets)]
     drop_pass1_files(sp)
-    return [pass2_task(sp, job.index, buckets) for job in sp.groups]
+    try:
+        return [pass2_task(sp, job.index, buckets) for job in sp.groups]
+    finally:
+        POOL.clear()
 
 
 def group_entries(parts: list[np.ndarray]) -> np.ndarray:
