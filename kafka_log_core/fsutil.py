@@ -54,3 +54,21 @@ def atomic_write_bytes(path: StrPath, data: bytes | bytearray | memoryview) -> N
             os.unlink(tmp)
         raise
     fsync_dir(os.path.dirname(os.path.abspath(target)))
+
+
+def drop_cached_pages(path: StrPath) -> None:
+    """Ask the kernel to drop a file's clean pages from its cache, for a file about to be deleted:
+    freeing them costs about as much as reading them, and done here (in a task that runs beside others)
+    it is not done later by the deletion (on the driver, one file after the other). Best effort."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -98,8 +98,9 @@ def test_combine_gives_each_group_its_keep_list_and_the_entries_it_looks_up(n):
     lookups[:, :2] = digests
     lookups[:, 2] = rng.integers(0, n_groups, size=len(digests)).astype(np.uint64)
 
+    pieces = [rows[: n // 3], rows[n // 3 : n // 2], rows[n // 2 :]]  # as the segments' files give them
     keep, keep_bounds, entries, entry_bounds = dr.combine(
-        rows, lookups, bucket_bits, bases, groups, keep_list, n_groups
+        pieces, lookups, bucket_bits, bases, groups, keep_list, n_groups, dr.ArrayPool()
     )
     want_keep, want_entries = _combine_reference(rows, lookups, bases, groups, keep_list, n_groups)
     for g in range(n_groups):

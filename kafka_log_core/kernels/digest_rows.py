@@ -48,17 +48,17 @@ def _part_bits(n: int, least: int) -> int:
 
 
 @njit(cache=True)
-def _scatter(rows, skip, bits, parted):
-    """``rows`` into ``parted`` in part order, stable; returns ``starts``: part ``p`` at
-    ``parted[starts[p]:starts[p + 1]]``."""
-    parts = 1 << bits
+def _count(rows, skip, bits, starts):
+    """Add the rows of each part to ``starts[part + 1]``."""
     shift = 64 - bits
-    starts = np.zeros(parts + 1, dtype=np.int64)
     for i in range(rows.shape[0]):
         starts[_part(rows[i, HI], skip, shift) + 1] += 1
-    for p in range(parts):
-        starts[p + 1] += starts[p]
-    fill = starts[:-1].copy()
+
+
+@njit(cache=True)
+def _scatter(rows, skip, bits, parted, fill):
+    """Each row into ``parted`` at its part's next place (``fill``), in order."""
+    shift = 64 - bits
     for i in range(rows.shape[0]):
         p = _part(rows[i, HI], skip, shift)
         j = fill[p]
@@ -66,7 +66,6 @@ def _scatter(rows, skip, bits, parted):
         parted[j, HI] = rows[i, HI]
         parted[j, LO] = rows[i, LO]
         parted[j, OFFSET] = rows[i, OFFSET]
-    return starts
 
 
 class ArrayPool:
@@ -96,8 +95,19 @@ def _take(pool: ArrayPool | None, name: str, shape: tuple[int, ...], dtype=np.ui
     return np.empty(shape, dtype=dtype) if pool is None else pool.take(name, shape, dtype)
 
 
-def _parted(rows: np.ndarray, skip: int, bits: int, parted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return parted, _scatter(rows, skip, bits, parted)
+def _parted(
+    pieces: list[np.ndarray], skip: int, bits: int, parted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``pieces``, one after the other, into ``parted`` in part order (stable): (parted,
+    starts), part ``p`` at ``parted[starts[p]:starts[p + 1]]``. Two streaming passes: count, scatter."""
+    starts = np.zeros((1 << bits) + 1, dtype=np.int64)
+    for rows in pieces:
+        _count(rows, skip, bits, starts)
+    np.cumsum(starts, out=starts)
+    fill = starts[:-1].copy()
+    for rows in pieces:
+        _scatter(rows, skip, bits, parted, fill)
+    return parted, starts
 
 
 @njit(cache=True, inline="always")
@@ -229,7 +239,7 @@ def latest_per_digest(
     offset of anyway). ``into``: where the rows go (an uninitialised array of their shape, from an
     :class:`ArrayPool`); the result is a view of it."""
     bits = _part_bits(rows.shape[0], bucket_bits)
-    parted, starts = _parted(rows, 0, bits, np.empty_like(rows) if into is None else into)
+    parted, starts = _parted([rows], 0, bits, np.empty_like(rows) if into is None else into)
     kept, bounds = _latest_parts(parted, starts, bits, bucket_bits, always)
     return parted[:kept], bounds
 
@@ -295,11 +305,11 @@ GROUP = 2  # the third word of a lookup row: the group that looks the digest up
 
 
 def combine(
-    rows: np.ndarray, lookups: np.ndarray, bucket_bits: int, seg_bases: np.ndarray, seg_groups: np.ndarray,
+    pieces: list[np.ndarray], lookups: np.ndarray, bucket_bits: int, seg_bases: np.ndarray, seg_groups: np.ndarray,
     seg_keep: np.ndarray, n_groups: int, pool: ArrayPool | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """One bucket's combine. ``rows``: every segment's rows of the bucket (digest hi, lo, offset; a key
-    may have several); ``lookups``: rows (digest hi, lo, group) of the digests a group's
+    """One bucket's combine. ``pieces``: every segment's rows of the bucket (digest hi, lo, offset; a key
+    may have several; read where they lie, e.g. memory-mapped files); ``lookups``: rows (digest hi, lo, group) of the digests a group's
     pass 2 looks up; ``seg_bases`` ascending, with each segment's group and whether pass 2 keeps its
     records by a keep list (``seg_keep``).
 
@@ -307,11 +317,12 @@ def combine(
     and lie in a keep-list segment, by group (group ``g`` at ``keep[keep_bounds[g]:keep_bounds[g + 1]]``,
     unsorted); ``entries`` rows (digest hi, lo, the key's latest offset) for the lookups whose key has
     one, by group likewise. With a ``pool`` every array is taken from it (the results too)."""
-    bits = _part_bits(rows.shape[0], 1)
-    parted, starts = _parted(rows, bucket_bits, bits, _take(pool, "parted", rows.shape))
-    wanted, wanted_starts = _parted(lookups, bucket_bits, bits, _take(pool, "wanted", lookups.shape))
-    keep = _take(pool, "keep", (rows.shape[0],), np.int64)
-    keep_group = _take(pool, "keep_group", (rows.shape[0],), np.int64)
+    n = sum(len(rows) for rows in pieces)
+    bits = _part_bits(n, 1)
+    parted, starts = _parted(pieces, bucket_bits, bits, _take(pool, "parted", (n, ROW_WORDS)))
+    wanted, wanted_starts = _parted([lookups], bucket_bits, bits, _take(pool, "wanted", lookups.shape))
+    keep = _take(pool, "keep", (n,), np.int64)
+    keep_group = _take(pool, "keep_group", (n,), np.int64)
     found = _take(pool, "found", lookups.shape)
     found_group = _take(pool, "found_group", (lookups.shape[0],), np.int64)
     nk, nf = _combine_parts(parted, starts, wanted, wanted_starts, seg_bases, seg_groups, seg_keep, keep,

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import copy
 import math
+import mmap
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -39,6 +41,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from kafka_log_core import fsutil
 from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
@@ -359,6 +362,7 @@ def clean_group(sp: SplitPlan, job: GroupJob, parts: list[np.ndarray]) -> GroupO
                 keep=None if seg.base_offset in by_map else keep,
             )  # fmt: skip
             seg.drop_cache()
+            fsutil.drop_cached_pages(seg.log_path)  # read for the last time: swapped out later
         paths = out.finish(st, group[-1].mtime_ms, like=group[0])
     except BaseException:
         out.abort()
@@ -446,17 +450,23 @@ def combine_task(sp: SplitPlan, bucket: int, segments: list[SegmentFiles]) -> Bu
     keep lists (the offsets that are their key's latest, for the segments pass 2 keeps by offset) and
     map entries (for the digests the other segments' pass 2 looks up)."""
     d = scratch_dir(sp)
-    maps = _read_pieces(
-        [(d / f"{sp.segments[f.index].base}.map", f.map_bounds, bucket) for f in segments], ROW_WORDS, POOL
-    )
-    wanted = [(sp.segments[f.index], f.lookup_bounds) for f in segments if f.lookup_bounds is not None]
-    digests = _read_pieces([(d / f"{job.base}.lookup", bounds, bucket) for job, bounds in wanted], 2)
-    lookups = POOL.take("lookups", (len(digests), ROW_WORDS))
-    lookups[:, :2] = digests
-    lookups[:, 2] = np.repeat(  # the group that looks the digest up
-        np.array([job.group for job, _ in wanted], dtype=np.uint64),
-        [bounds[bucket + 1] - bounds[bucket] for _, bounds in wanted],
-    )
+    maps = [
+        _read_rows(d / f"{sp.segments[f.index].base}.map", f.map_bounds, bucket, ROW_WORDS) for f in segments
+    ]
+    wanted = [  # (the group that looks the digests up, the digests)
+        (
+            sp.segments[f.index].group,
+            _read_rows(d / f"{sp.segments[f.index].base}.lookup", f.lookup_bounds, bucket, 2),
+        )
+        for f in segments
+        if f.lookup_bounds is not None
+    ]
+    lookups = POOL.take("lookups", (sum(len(rows) for _, rows in wanted), ROW_WORDS))
+    at = 0
+    for group, rows in wanted:
+        lookups[at : at + len(rows), :2] = rows
+        lookups[at : at + len(rows), 2] = group
+        at += len(rows)
     keep, keep_bounds, entries, entry_bounds = combine(
         maps, lookups, sp.bucket_bits, np.array([j.base for j in sp.segments], dtype=np.int64),
         np.array([j.group for j in sp.segments], dtype=np.int64),
@@ -487,32 +497,22 @@ def drop_pass1_files(sp: SplitPlan) -> None:
 
 
 def _read_rows(path: Path, bounds: tuple[int, ...], i: int, columns: int) -> np.ndarray:
-    """Rows ``bounds[i]:bounds[i + 1]`` of a scratch file of ``columns`` words a row."""
-    return _read_pieces([(path, bounds, i)], columns)
-
-
-def _read_pieces(
-    pieces: list[tuple[Path, tuple[int, ...], int]], columns: int, pool: ArrayPool | None = None
-) -> np.ndarray:
-    """The rows ``bounds[i]:bounds[i + 1]`` of each (path, bounds, i), one after the other in one array
-    (from ``pool`` when given)."""
-    sizes = [bounds[i + 1] - bounds[i] for _, bounds, i in pieces]
-    shape = (sum(sizes), columns)
-    rows = np.empty(shape, dtype=np.uint64) if pool is None else pool.take(f"read-{columns}", shape)
-    at = 0
-    for (path, bounds, i), n in zip(pieces, sizes, strict=True):
-        if n == 0:
-            continue
-        with open(path, "rb") as f:
-            f.seek(bounds[i] * columns * 8)
-            got = f.readinto(rows[at : at + n].data.cast("B"))
-        if got != n * columns * 8:
+    """Rows ``bounds[i]:bounds[i + 1]`` of a scratch file of ``columns`` words a row, read where they lie
+    (a read-only array over a memory map of the file: no copy)."""
+    n = bounds[i + 1] - bounds[i]
+    if n == 0:
+        return np.zeros((0, columns), dtype=np.uint64)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < bounds[i + 1] * columns * 8:
             raise KafkaLogError(
-                f"{path}: {got // (columns * 8)} rows at row {bounds[i]} where {n} were written (scratch file "
-                "cut short)"
+                f"{path}: {size} bytes, rows up to {bounds[i + 1]} of {columns * 8} bytes were written (scratch "
+                "file cut short)"
             )
-        at += n
-    return rows
+        view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(view, dtype=np.uint64, count=n * columns, offset=bounds[i] * columns * 8).reshape(
+        n, columns
+    )
 
 
 # ============================================================================================ drivers
