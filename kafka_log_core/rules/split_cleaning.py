@@ -277,7 +277,7 @@ def segment_pass1(sp: SplitPlan, job: SegmentJob) -> Pass1Output:
         if not job.full_scan and job.tracker is not None:
             keyed = _all_keyed(segment, job, sp.plan.first_dirty_offset)
             maps, map_bounds = latest_per_digest(
-                keyed, bits, always=False, into=POOL.take("maps", keyed.shape)
+                keyed, bits, always=False, into=POOL.take("pass1-maps", keyed.shape)
             )
             return Pass1Output(maps, map_bounds)
         if job.tracker is not None:
@@ -286,8 +286,9 @@ def segment_pass1(sp: SplitPlan, job: SegmentJob) -> Pass1Output:
         if not job.full_scan:
             return Pass1Output(maps, map_bounds)
         # every keyed record (no aborted list: a superset of what pass 2 looks up)
+        every = table_rows(_scan(segment, 0, -1, TransactionTracker()))
         lookups, lookup_bounds = latest_per_digest(
-            table_rows(_scan(segment, 0, -1, TransactionTracker())), bits
+            every, bits, always=False, into=POOL.take("pass1-lookups", every.shape)
         )
         return Pass1Output(maps, map_bounds, np.ascontiguousarray(lookups[:, :2]), lookup_bounds)
     finally:
@@ -300,7 +301,7 @@ def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int) -> np.ndarr
     :func:`latest_per_digest` then works range by range of digests, in cache)."""
     rows = max(1, segment.read_next_offset - segment.base_offset)  # >= its records
     store = (
-        POOL.take("store", (rows, ROW_WORDS)),
+        POOL.take("pass1-store", (rows, ROW_WORDS)),
         sk.new_state(sk.STORE_STATE, mode=sk.STORE_FILL, valid=True),
     )
     st = sk.new_state(sk.MAP_STATE, start_offset=start_offset, latest_offset=-1, rows_only=1)
@@ -461,7 +462,7 @@ def combine_task(sp: SplitPlan, bucket: int, segments: list[SegmentFiles]) -> Bu
         for f in segments
         if f.lookup_bounds is not None
     ]
-    lookups = POOL.take("lookups", (sum(len(rows) for _, rows in wanted), ROW_WORDS))
+    lookups = POOL.take("combine-lookups", (sum(len(rows) for _, rows in wanted), ROW_WORDS))
     at = 0
     for group, rows in wanted:
         lookups[at : at + len(rows), :2] = rows
