@@ -4,11 +4,14 @@ The driver holds the partition's lock, makes the :class:`SplitPlan` (headers and
 and group lists, transaction-tracker snapshots, active producers, horizons) and broadcasts it. Then three
 Spark jobs:
 
-* pass 1, one task per segment, the largest first: the segment's map rows (and lookups), cut by digest
-  bucket;
-* the combine, one task per core, each over a run of digest buckets: the latest offset of every key over
-  all segments, given back per group (keep lists, or map entries where pass 2 looks keys up);
-* pass 2, one task per group, the largest first: the group's ``.cleaned`` files.
+* pass 1, per segment: the segment's map rows (and lookups), cut by digest bucket;
+* the combine, per digest bucket: the latest offset of every key over all segments, given back per group
+  (keep lists, or map entries where pass 2 looks keys up);
+* pass 2, per group: the group's ``.cleaned`` files.
+
+A task runs a bin of pieces one after the other (``split_cleaning.balanced_bins``: bins of about equal
+bytes, the largest first), two bins a core for the passes and one for the combine: a task's start-up is
+paid per bin, not per piece.
 
 The rows pass from one job to the next as files in the partition's scratch directory (the shared
 filesystem the tasks read the segments from and write their ``.cleaned`` files to); through the driver
@@ -24,12 +27,11 @@ from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.rules.split_cleaning import (
     GroupOutput,
     SplitPlan,
+    balanced_bins,
     combine_task,
     drop_pass1_files,
-    largest_first,
     pass1_task,
     pass2_task,
-    spread,
 )
 
 
@@ -49,29 +51,27 @@ class SparkSplitRunner:
 
     def _run(self, sc, plan, sp: SplitPlan) -> list[GroupOutput]:
         what = f"split cleaning {sp.directory}"
-        # Spark starts a stage's tasks in partition order: the largest segments and groups first
-        order = largest_first([job.size for job in sp.segments])
-        sc.setJobDescription(f"{what}: pass 1 over {len(order)} segments")
-        segments = _checked(
-            sc.parallelize(order, len(order)).map(lambda i: _task(pass1_task, plan.value, i)).collect()
-        )
-        # equal pieces of little work each: one task per core takes a run of buckets
-        runs = spread(sp.buckets, sc.defaultParallelism)
-        sc.setJobDescription(f"{what}: combine by digest in {sp.buckets} buckets")
-        buckets = _checked(
-            sc.parallelize(runs, len(runs))
-            .flatMap(lambda run: [_task(combine_task, plan.value, b, segments) for b in run])
-            .collect()
-        )
+        cores = sc.defaultParallelism
+        bins = balanced_bins([job.size for job in sp.segments], TASKS_PER_CORE * cores)
+        sc.setJobDescription(f"{what}: pass 1 over {len(sp.segments)} segments in {len(bins)} tasks")
+        segments = _checked(_run_bins(sc, bins, lambda i: _task(pass1_task, plan.value, i)))
+        bins = balanced_bins([1] * sp.buckets, cores)  # pieces of equal, little work: one task per core
+        sc.setJobDescription(f"{what}: combine by digest in {sp.buckets} buckets, {len(bins)} tasks")
+        buckets = _checked(_run_bins(sc, bins, lambda b: _task(combine_task, plan.value, b, segments)))
         drop_pass1_files(sp)
-        order = largest_first([job.size for job in sp.groups])
-        sc.setJobDescription(f"{what}: pass 2 over {len(order)} groups")
-        outputs = _checked(
-            sc.parallelize(order, len(order))
-            .map(lambda g: _task(pass2_task, plan.value, g, buckets))
-            .collect()
-        )
+        bins = balanced_bins([job.size for job in sp.groups], TASKS_PER_CORE * cores)
+        sc.setJobDescription(f"{what}: pass 2 over {len(sp.groups)} groups in {len(bins)} tasks")
+        outputs = _checked(_run_bins(sc, bins, lambda g: _task(pass2_task, plan.value, g, buckets)))
         return sorted(outputs, key=lambda o: o.index)
+
+
+TASKS_PER_CORE = 2  # pass 1 and pass 2: tasks a core, each over a bin of pieces of about equal bytes
+
+
+def _run_bins(sc, bins: list[list[int]], piece) -> list:
+    """One Spark task per bin (Spark starts them in this order, the largest first), ``piece`` over each
+    index of its bin in turn; the results of every piece."""
+    return sc.parallelize(bins, len(bins)).flatMap(lambda indexes: [piece(i) for i in indexes]).collect()
 
 
 def _task(fn, *args):

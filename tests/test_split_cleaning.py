@@ -415,3 +415,20 @@ def test_bench_split_section_reports_both_cases_with_equal_results(tmp_path):
     assert result["keys"]["distinct_keys"] == 10 * result["keys"]["buffer_keys"]
     assert "rounds" in result["keys"]["runs"]["rounds_all"]["reason"]
     assert result["speed"]["split_vs_single"] > 0 and result["keys"]["split_vs_rounds_all"] > 0
+
+
+@pytest.mark.parametrize(
+    "sizes, bins",
+    [([5] * 16, 4), ([9, 1, 1, 1, 1, 1, 1, 1, 1, 1], 2), ([3, 7, 2], 8), ([], 4), ([4, 4, 4], 1)],
+    ids=["equal", "one-large", "more-bins-than-pieces", "none", "one-bin"],
+)
+def test_balanced_bins_hold_every_piece_once_with_nearly_equal_totals(sizes, bins):
+    from kafka_log_core.rules.split_cleaning import balanced_bins
+
+    got = balanced_bins(sizes, bins)
+    assert sorted(i for b in got for i in b) == list(range(len(sizes)))
+    assert len(got) <= max(1, min(bins, len(sizes))) and all(got)
+    totals = [sum(sizes[i] for i in b) for b in got]
+    assert totals == sorted(totals, reverse=True)  # the largest bin first: Spark starts it first
+    if sizes:
+        assert totals[0] - totals[-1] <= max(sizes)  # no bin ahead of another by more than a piece

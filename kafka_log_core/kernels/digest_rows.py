@@ -7,8 +7,8 @@ A row is three ``uint64`` words (the offset map's entry, ``primitives.SLOT_*``):
     1  digest lo   last 8 bytes
     2  offset      the record's offset
 
-A **bucket** is a range of digests: the top ``bucket_bits`` bits of ``digest hi``, so a bucket of
-``2^bucket_bits`` is a contiguous slice of a sorted digest space. Both kernels here cut their input
+A **bucket** is a range of digests: the top ``bucket_bits`` bits of ``digest hi`` name it, so each of
+the ``2^bucket_bits`` buckets is a contiguous slice of the sorted digest space. Both kernels here cut their input
 further, into **parts** of a few thousand rows by the next bits of ``digest hi``, and work part by part
 in a table that stays in the CPU cache: one streaming pass to count, one to scatter, then each part's
 work in cache (a hash table over the whole input would miss the cache on nearly every row). The table's
@@ -17,9 +17,10 @@ slot is taken from ``digest lo``, independent of the bits that chose the part.
 A key's latest record is the one with the largest offset (offsets grow along the log), so the order in
 which rows arrive does not matter.
 
-The large arrays are made by numpy in the Python functions here and filled by the compiled ones: numpy
-asks the kernel for huge pages where it may (``madvise``), numba's own allocations do not, and a
-gigabyte of rows faulted in 4 KiB pages costs more than the work on them.
+The large arrays are made in the Python functions here (by numpy, or taken from an :class:`ArrayPool`)
+and filled by the compiled ones: numpy asks the kernel for huge pages where it may (``madvise``),
+numba's own allocations do not, and a gigabyte of rows faulted in 4 KiB pages costs more than the work
+on them.
 """
 
 from __future__ import annotations

@@ -520,17 +520,19 @@ def _read_rows(path: Path, bounds: tuple[int, ...], i: int, columns: int) -> np.
 Runner = Callable[[SplitPlan], list[GroupOutput]]
 
 
-def largest_first(sizes: list[int]) -> list[int]:
-    """Indexes by descending size: handed out in this order to workers that each take the next piece
-    when done, the pieces end closest together (longest processing time first)."""
-    return sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
-
-
-def spread(n: int, tasks: int) -> list[range]:
-    """``range(n)`` cut into at most ``tasks`` runs of nearly equal length (pieces of equal work, such as
-    digest buckets: one task per worker runs them without a task's start-up cost for each)."""
-    tasks = max(1, min(n, tasks))
-    return [range(t * n // tasks, (t + 1) * n // tasks) for t in range(tasks)]
+def balanced_bins(sizes: list[int], bins: int) -> list[list[int]]:
+    """The indexes of ``sizes`` in at most ``bins`` bins of nearly equal total, the largest bin first
+    (longest processing time first: each index, largest first, into the bin with the least so far). A
+    Spark task runs a bin's pieces one after the other: fewer tasks than pieces, so fewer task start-ups,
+    and workers that end close together."""
+    bins = max(1, min(len(sizes), bins))
+    totals = [0] * bins
+    out: list[list[int]] = [[] for _ in range(bins)]
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        b = min(range(bins), key=lambda b: (totals[b], b))
+        out[b].append(i)
+        totals[b] += sizes[i]
+    return [out[b] for b in sorted(range(bins), key=lambda b: -totals[b]) if out[b]]
 
 
 def run_local(sp: SplitPlan) -> list[GroupOutput]:
