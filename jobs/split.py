@@ -17,8 +17,7 @@ The rows pass from one job to the next as files in the partition's scratch direc
 filesystem the tasks read the segments from and write their ``.cleaned`` files to); through the driver
 go the plan and a few numbers per task (where each bucket or group lies in those files), never a key
 digest. An error in a piece (its message names the file and position) stops the round before the next
-job. The driver then swaps the groups in and
-writes the checkpoint (``kafka_log_core.work.tasks``).
+job. The driver then swaps the groups in and writes the checkpoint (``kafka_log_core.work.tasks``).
 """
 
 from __future__ import annotations
