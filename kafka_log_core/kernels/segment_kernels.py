@@ -836,9 +836,10 @@ def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, even
             if not walked:
                 return ERR_RECORD
             s.scanned += h.count
+            rows_only = s.rows_only != 0
             for r in range(r0, r0 + h.count):
                 if rec[r, R_KEY_LEN] >= 0 and rec[r, R_OFFSET] >= s.start_offset:
-                    if not s.rows_only:
+                    if not rows_only:
                         if s.keys >= s.capacity:
                             return STOP_MAP_FULL
                         s.keys += map_put(slots, dig[r, DIGEST_HI], dig[r, DIGEST_LO], rec[r, R_OFFSET])
@@ -1060,6 +1061,7 @@ def _clean_batch(
     first_ts = np.int64(-1)
     max_kept_ts = np.int64(-1)
     latest = s.latest_offset
+    keep_list = s.keep_list != 0
     for r in range(r0, r0 + n):
         tomb = rec[r, R_VALUE_LEN] < 0
         if tomb:
@@ -1071,7 +1073,7 @@ def _clean_batch(
             k = True
         elif rec[r, R_KEY_LEN] < 0:
             k = False
-        elif s.keep_list:
+        elif keep_list:
             k = _in_keep_list(keep, s, offset) and (not tomb or retain_deletes)
         else:
             k = offset >= map_find(slots, dig[r, DIGEST_HI], dig[r, DIGEST_LO]) and (
