@@ -15,9 +15,10 @@ paid per bin, not per piece.
 
 The rows pass from one job to the next as files in the partition's scratch directory (the shared
 filesystem the tasks read the segments from and write their ``.cleaned`` files to); through the driver
-go the plan and a few numbers per task (where each bucket or group lies in those files), never a key
-digest. An error in a piece (its message names the file and position) stops the round before the next
-job. The driver then swaps the groups in and writes the checkpoint (``kafka_log_core.work.tasks``).
+go the plan and where each bucket or group lies in those files (8 bytes per segment and bucket, per
+bucket and group), broadcast to the next job's tasks; never a key digest. An error in a piece (its
+message names the file and position) stops the round before the next job. The driver then swaps the
+groups in and writes the checkpoint (``kafka_log_core.work.tasks``).
 """
 
 from __future__ import annotations
@@ -41,26 +42,34 @@ class SparkSplitRunner:
         self.sc = spark.sparkContext
 
     def __call__(self, sp: SplitPlan) -> list[GroupOutput]:
-        sc = self.sc
-        plan = sc.broadcast(sp)
-        try:
-            return self._run(sc, plan, sp)
-        finally:
-            plan.unpersist()
+        shared: list = []  # broadcasts, let go at the end
 
-    def _run(self, sc, plan, sp: SplitPlan) -> list[GroupOutput]:
+        def broadcast(value):
+            shared.append(self.sc.broadcast(value))
+            return shared[-1]
+
+        try:
+            return self._run(self.sc, broadcast, sp)
+        finally:
+            for b in shared:
+                b.unpersist()
+
+    def _run(self, sc, broadcast, sp: SplitPlan) -> list[GroupOutput]:
         what = f"split cleaning {sp.directory}"
         cores = sc.defaultParallelism
+        plan = broadcast(sp)
         bins = balanced_bins([job.size for job in sp.segments], TASKS_PER_CORE * cores)
         sc.setJobDescription(f"{what}: pass 1 over {len(sp.segments)} segments in {len(bins)} tasks")
-        segments = _checked(_run_bins(sc, bins, lambda i: _task(pass1_task, plan.value, i)))
+        segments = broadcast(_checked(_run_bins(sc, bins, lambda i: _task(pass1_task, plan.value, i))))
         bins = balanced_bins([1] * sp.buckets, cores)  # pieces of equal, little work: one task per core
         sc.setJobDescription(f"{what}: combine by digest in {sp.buckets} buckets, {len(bins)} tasks")
-        buckets = _checked(_run_bins(sc, bins, lambda b: _task(combine_task, plan.value, b, segments)))
+        buckets = broadcast(
+            _checked(_run_bins(sc, bins, lambda b: _task(combine_task, plan.value, b, segments.value)))
+        )
         drop_pass1_files(sp)
         bins = balanced_bins([job.size for job in sp.groups], TASKS_PER_CORE * cores)
         sc.setJobDescription(f"{what}: pass 2 over {len(sp.groups)} groups in {len(bins)} tasks")
-        outputs = _checked(_run_bins(sc, bins, lambda g: _task(pass2_task, plan.value, g, buckets)))
+        outputs = _checked(_run_bins(sc, bins, lambda g: _task(pass2_task, plan.value, g, buckets.value)))
         return sorted(outputs, key=lambda o: o.index)
 
 

@@ -415,8 +415,8 @@ class SegmentFiles:
     """What pass 1 of one segment left in the scratch directory."""
 
     index: int
-    map_bounds: tuple[int, ...]
-    lookup_bounds: tuple[int, ...] | None
+    map_bounds: np.ndarray  # int64, one more than the buckets
+    lookup_bounds: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -425,8 +425,8 @@ class BucketFiles:
     and its map entries."""
 
     bucket: int
-    keep_bounds: tuple[int, ...]
-    entry_bounds: tuple[int, ...]
+    keep_bounds: np.ndarray  # int64, one more than the groups
+    entry_bounds: np.ndarray
 
 
 def scratch_dir(sp: SplitPlan) -> Path:
@@ -441,9 +441,8 @@ def pass1_task(sp: SplitPlan, index: int) -> SegmentFiles:
     if out.lookups is not None:
         out.lookups.tofile(d / f"{job.base}.lookup")
     return SegmentFiles(
-        index, tuple(int(x) for x in out.map_bounds),
-        None if out.lookup_bounds is None else tuple(int(x) for x in out.lookup_bounds),
-    )  # fmt: skip
+        index, _bounds(out.map_bounds), None if out.lookup_bounds is None else _bounds(out.lookup_bounds)
+    )
 
 
 def combine_task(sp: SplitPlan, bucket: int, segments: list[SegmentFiles]) -> BucketFiles:
@@ -475,7 +474,12 @@ def combine_task(sp: SplitPlan, bucket: int, segments: list[SegmentFiles]) -> Bu
     )  # fmt: skip
     keep.tofile(d / f"bucket-{bucket}.keep")
     entries.tofile(d / f"bucket-{bucket}.entries")
-    return BucketFiles(bucket, tuple(int(x) for x in keep_bounds), tuple(int(x) for x in entry_bounds))
+    return BucketFiles(bucket, _bounds(keep_bounds), _bounds(entry_bounds))
+
+
+def _bounds(bounds: np.ndarray) -> np.ndarray:
+    """Bounds as they travel to the driver and on to the next tasks: a compact int64 array of its own."""
+    return np.array(bounds, dtype=np.int64)
 
 
 def pass2_task(sp: SplitPlan, group: int, buckets: list[BucketFiles]) -> GroupOutput:
@@ -497,21 +501,22 @@ def drop_pass1_files(sp: SplitPlan) -> None:
             (d / f"{job.base}{suffix}").unlink(missing_ok=True)
 
 
-def _read_rows(path: Path, bounds: tuple[int, ...], i: int, columns: int) -> np.ndarray:
+def _read_rows(path: Path, bounds: np.ndarray, i: int, columns: int) -> np.ndarray:
     """Rows ``bounds[i]:bounds[i + 1]`` of a scratch file of ``columns`` words a row, read where they lie
     (a read-only array over a memory map of the file: no copy)."""
-    n = bounds[i + 1] - bounds[i]
+    start, end = int(bounds[i]), int(bounds[i + 1])
+    n = end - start
     if n == 0:
         return np.zeros((0, columns), dtype=np.uint64)
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        if size < bounds[i + 1] * columns * 8:
+        if size < end * columns * 8:
             raise KafkaLogError(
-                f"{path}: {size} bytes, rows up to {bounds[i + 1]} of {columns * 8} bytes were written (scratch "
+                f"{path}: {size} bytes, rows up to {end} of {columns * 8} bytes were written (scratch "
                 "file cut short)"
             )
         view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    return np.frombuffer(view, dtype=np.uint64, count=n * columns, offset=bounds[i] * columns * 8).reshape(
+    return np.frombuffer(view, dtype=np.uint64, count=n * columns, offset=start * columns * 8).reshape(
         n, columns
     )
 
