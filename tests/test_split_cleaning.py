@@ -246,6 +246,37 @@ def test_small_partitions_keep_the_single_task_path(tmp_path):
     assert row["status"] == "cleaned" and "split" not in row["reason"], row
 
 
+def test_a_segment_spanning_billions_of_offsets_with_few_records_splits_like_one_task(tmp_path):
+    """A segment copied from a compacted log (a replica that fetched it: gaps of any size) spans up to
+    2^31 offsets with a handful of records; pass 1 sizes its rows by the records the batch headers count,
+    not by the offset span (48 GB here)."""
+    from logbuild import batch, make_log
+
+    gap = 2_000_000_000
+    source = tmp_path / "source"
+    make_log(
+        source, TOPIC, 0,
+        {
+            0: [batch(0, [("a", "1"), ("b", "1")])],
+            2: [batch(2, [("a", "2"), ("c", "1")]), batch(gap, [("b", "2"), ("c", None)])],
+            gap + 2: [batch(gap + 2, [("d", "1")])],
+        },
+        clean_shutdown=True,
+    )  # fmt: skip
+    single, split = twin(tmp_path, "single", source), twin(tmp_path, "split", source)
+    row = compact(single, TS + DAY, BIG_BUFFER)
+    assert row["status"] == "cleaned", row
+    row = compact(split, TS + DAY, BIG_BUFFER, split=True)
+    assert row["status"] == "cleaned" and "split cleaning: " in row["reason"], row
+    assert_same_dirs(single, split)
+    assert [(o, k) for o, k, _ in all_records(split)] == [
+        (2, b"a"),
+        (gap, b"b"),
+        (gap + 1, b"c"),
+        (gap + 2, b"d"),
+    ]
+
+
 def all_records(d: Path):
     out = []
     for path in sorted((d / f"{TOPIC}-0").glob("*.log")):

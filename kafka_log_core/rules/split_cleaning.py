@@ -95,6 +95,9 @@ class SegmentJob:
     # legacy entries), and pass 2 looks its keys up in a map. Otherwise pass 2 takes a keep list.
     full_scan: bool
     size: int  # bytes pass 1 reads (what orders the tasks: the largest first)
+    # records from ``position`` by the batch headers: what bounds pass 1's rows (not the offset span: a
+    # segment copied from a compacted log may span billions of offsets with a few records)
+    records: int = 0
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,8 @@ def plan_split(
                 # whose offset is their key's latest.
                 full = seg.base_offset < first_dirty or unsure
                 size = seg.size - position + (seg.size if full else 0)
-                seg_jobs.append(SegmentJob(seg.base_offset, g, position, snapshot, full, size))
+                records = int(np.maximum(from_position[:, sk.H_RECORDS_COUNT], 0).sum())
+                seg_jobs.append(SegmentJob(seg.base_offset, g, position, snapshot, full, size, records))
             else:
                 seg_jobs.append(SegmentJob(seg.base_offset, g, 0, None, True, seg.size))
             clean_tracker.add_aborted(list(aborted[-1]))
@@ -299,7 +303,7 @@ def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int) -> np.ndarr
     """Rows (digest hi, lo, offset) of every keyed record of a segment without transactions or legacy
     entries: pass 1 with no map (a map over the whole segment misses the cache on nearly every record;
     :func:`latest_per_digest` then works range by range of digests, in cache)."""
-    rows = max(1, segment.read_next_offset - segment.base_offset)  # >= its records
+    rows = max(1, min(job.records, segment.read_next_offset - segment.base_offset))  # >= its records
     store = (
         POOL.take("pass1-store", (rows, ROW_WORDS)),
         sk.new_state(sk.STORE_STATE, mode=sk.STORE_FILL, valid=True),
