@@ -95,9 +95,9 @@ class SegmentJob:
     # legacy entries), and pass 2 looks its keys up in a map. Otherwise pass 2 takes a keep list.
     full_scan: bool
     size: int  # bytes pass 1 reads (what orders the tasks: the largest first)
-    # records from ``position`` by the batch headers: what bounds pass 1's rows (not the offset span: a
+    # records of the segment by its batch headers: what bounds pass 1's rows (not the offset span: a
     # segment copied from a compacted log may span billions of offsets with a few records)
-    records: int = 0
+    records: int
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,7 @@ def plan_split(
         aborted = []
         for i, seg in enumerate(group):
             rows = seg.headers().view(np.int64).reshape(-1, sk.HEADER_FIELDS)
+            records = int(np.maximum(rows[:, sk.H_RECORDS_COUNT], 0).sum())  # legacy entries: -1
             seg_upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset
             aborted.append(tuple(log.collect_aborted_transactions(seg.base_offset, seg_upper)))
             if seg.base_offset in dirty:
@@ -181,10 +182,9 @@ def plan_split(
                 # whose offset is their key's latest.
                 full = seg.base_offset < first_dirty or unsure
                 size = seg.size - position + (seg.size if full else 0)
-                records = int(np.maximum(from_position[:, sk.H_RECORDS_COUNT], 0).sum())
                 seg_jobs.append(SegmentJob(seg.base_offset, g, position, snapshot, full, size, records))
             else:
-                seg_jobs.append(SegmentJob(seg.base_offset, g, 0, None, True, seg.size))
+                seg_jobs.append(SegmentJob(seg.base_offset, g, 0, None, True, seg.size, records))
             clean_tracker.add_aborted(list(aborted[-1]))
             _track(seg, rows, clean_tracker)
             clean_tracker.take_events()
