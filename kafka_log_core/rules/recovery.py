@@ -68,7 +68,7 @@ from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, write
 from kafka_log_core.format.time_index import TimeIndex
 from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import encode_txn_index
-from kafka_log_core.log import locks
+from kafka_log_core.log import checkpoint_files, locks
 from kafka_log_core.log.log_dir import CLEAN_SHUTDOWN_FILE, PartitionCheckpoints
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
@@ -614,15 +614,7 @@ def update_log_dir_checkpoints(
     written = []
     with locks.checkpoint_lock(d):
         for name, offset in wanted.items():
-            path = d / name
-            entries = checkpoints.read_offset_checkpoint(path)
-            updated = dict(entries)
-            if offset is None:
-                updated.pop(tp, None)
-            else:
-                updated[tp] = offset
-            if updated != entries or not path.exists():
-                checkpoints.write_offset_checkpoint(path, dict(sorted(updated.items())))
+            if checkpoint_files.update(d / name, {tp: offset}, create=True):
                 written.append(name)
     return tuple(written)
 

@@ -33,9 +33,8 @@ from kafka_log_core.errors import (
     PartitionBusyError,
     RefusedError,
 )
-from kafka_log_core.format.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from kafka_log_core.format.filenames import TopicPartition
-from kafka_log_core.log import locks
+from kafka_log_core.log import checkpoint_files, locks
 from kafka_log_core.log.log_dir import read_partition_checkpoints
 from kafka_log_core.log.partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionCheckpoints, PartitionLog
 from kafka_log_core.log.segment import check_indexes
@@ -279,18 +278,8 @@ def check_inside(log_dir: Path, path: Path) -> None:
 
 def update_checkpoint(log_dir: str, name: str, tp: TopicPartition, offset: int | None) -> None:
     """Set (or with None remove) one partition's entry of a log-dir checkpoint, under the lock."""
-    path = Path(log_dir) / name
     with locks.checkpoint_lock(log_dir):
-        entries = read_offset_checkpoint(path)
-        if offset is None:
-            if tp not in entries:
-                return
-            entries.pop(tp)
-        else:
-            if entries.get(tp) == offset:
-                return
-            entries[tp] = offset
-        write_offset_checkpoint(path, dict(sorted(entries.items())))
+        checkpoint_files.update(Path(log_dir) / name, {tp: offset})
 
 
 def check_free_space(directory: Path, needed: int) -> None:
