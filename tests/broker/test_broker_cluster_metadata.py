@@ -37,21 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from kafka_harness import (
-    KafkaBroker,
-    SentRecord,
-    create_topic,
-    describe_topic_configs,
-    earliest_offsets,
-    produce,
-    read_offset_checkpoint,
-    run_dump_log_segments,
-    run_kafka_configs,
-    segment_files,
-    wait_for_broker_cleaning,
-)
-from test_broker_interop import report_timings, start_with_spark
 
 from jobs import compact, report, retain
 from kafka_log_core.format.metadata_records import (
@@ -65,6 +50,21 @@ from kafka_log_core.format.metadata_records import (
 from kafka_log_core.settings.cluster_metadata import METADATA_LOG_DIR, iter_records, latest_snapshot
 from kafka_log_core.settings.config import TOPIC_KEYS
 from kafka_log_core.settings.log_dir_config import resolve_log_dir_configs
+from tests.broker.test_broker_interop import report_timings, start_with_spark
+from tests.clirun import invoke
+from tests.kafka_harness import (
+    KafkaBroker,
+    SentRecord,
+    create_topic,
+    describe_topic_configs,
+    earliest_offsets,
+    produce,
+    read_offset_checkpoint,
+    run_dump_log_segments,
+    run_kafka_configs,
+    segment_files,
+    wait_for_broker_cleaning,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -193,7 +193,7 @@ def _wait_for_snapshot(metadata_dir: Path, timeout: float = 30.0) -> int:
 
 
 def _invoke(command, *args) -> tuple[int, list[dict], str]:
-    result = CliRunner().invoke(command, [str(a) for a in args], catch_exceptions=False)
+    result = invoke(command, *args)
     return result.exit_code, json.loads(result.stdout), result.stderr
 
 

@@ -28,14 +28,8 @@ import shutil
 import time
 
 import pytest
-from kafka_harness import (
-    KafkaBroker,
-    read_offset_checkpoint,
-    run_dump_log_segments,
-    segment_files,
-    wait_for_broker_cleaning,
-)
-from test_broker_interop import (
+
+from tests.broker.test_broker_interop import (
     DELETE_RETENTION_MS,
     PARTITIONS,
     DumpedBatch,
@@ -45,6 +39,13 @@ from test_broker_interop import (
     report_timings,
     run_our_compaction,
     start_with_spark,
+)
+from tests.kafka_harness import (
+    KafkaBroker,
+    read_offset_checkpoint,
+    run_dump_log_segments,
+    segment_files,
+    wait_for_broker_cleaning,
 )
 
 pytestmark = pytest.mark.broker

@@ -13,7 +13,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from kafka_harness import (
+
+from tests.kafka_harness import (
     CLEAN_EXIT_CODES,
     COMPRESSION_CODECS,
     SMALL_SEGMENT_CONFIG,

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from kafka_harness import (
+
+from tests.kafka_harness import (
     COMPRESSION_CODECS,
     SMALL_BATCH_BYTES,
     SMALL_SEGMENT_BYTES,

@@ -28,7 +28,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kafka_harness import (
+
+from jobs import compact
+from tests.broker.test_broker_interop import alter_topic_config, report_timings, start_with_spark
+from tests.kafka_harness import (
     KafkaBroker,
     SentRecord,
     create_topic,
@@ -39,9 +42,6 @@ from kafka_harness import (
     segment_files,
     wait_for_broker_cleaning,
 )
-from test_broker_interop import alter_topic_config, report_timings, start_with_spark
-
-from jobs import compact
 
 pytestmark = pytest.mark.broker
 

@@ -36,8 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from kafka_harness import (
+
+from jobs import compact, retain
+from tests.broker.test_broker_interop import report_timings, start_with_spark
+from tests.clirun import invoke
+from tests.kafka_harness import (
     KafkaBroker,
     SentRecord,
     Transaction,
@@ -50,9 +53,6 @@ from kafka_harness import (
     segment_files,
     wait_for_broker_cleaning,
 )
-from test_broker_interop import report_timings, start_with_spark
-
-from jobs import compact, retain
 
 pytestmark = pytest.mark.broker
 
@@ -203,7 +203,7 @@ def _batch_starts(data: bytes) -> list[int]:
 
 
 def _invoke(command, *args) -> tuple[list[dict], str]:
-    result = CliRunner().invoke(command, [str(a) for a in args], catch_exceptions=False)
+    result = invoke(command, *args)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout), result.stderr
 

@@ -20,8 +20,8 @@ import re
 import shutil
 
 import pytest
-from kafka_harness import KafkaBroker, consume_all, segment_files, wait_for_broker_cleaning
-from test_broker_interop import (
+
+from tests.broker.test_broker_interop import (
     CLEANED_TOPIC_CONFIG,
     DEDUPE_BUFFER_BYTES,
     PARTITIONS,
@@ -29,6 +29,7 @@ from test_broker_interop import (
     produce_workload,
     start_with_spark,
 )
+from tests.kafka_harness import KafkaBroker, consume_all, segment_files, wait_for_broker_cleaning
 
 pytestmark = pytest.mark.broker
 

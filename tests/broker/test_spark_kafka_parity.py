@@ -28,7 +28,18 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
-from kafka_harness import (
+
+import spark_udfs
+from jobs import export
+from tests.broker.test_broker_interop import (
+    PARTITIONS,
+    Workload,
+    produce_workload,
+    report_timings,
+    run_our_compaction,
+    start_with_spark,
+)
+from tests.kafka_harness import (
     COMPRESSION_CODECS,
     SMALL_BATCH_BYTES,
     SMALL_SEGMENT_CONFIG,
@@ -40,17 +51,6 @@ from kafka_harness import (
     latest_offsets,
     produce,
 )
-from test_broker_interop import (
-    PARTITIONS,
-    Workload,
-    produce_workload,
-    report_timings,
-    run_our_compaction,
-    start_with_spark,
-)
-
-import spark_udfs
-from jobs import export
 
 pytestmark = pytest.mark.broker
 

@@ -31,15 +31,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from logbuild import batch, make_log
 
 from jobs import common, package
 from jobs.cli import main
 from kafka_log_core.simulator.sample import DEFAULT_NOW_MS, generate
 from kafka_log_core.work.rows import RetainRow
 from kafka_log_core.work.tasks import JobOptions, retain_partition
+from tests.logbuild import batch, make_log
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(__import__("pyspark").__file__).parent
 START_TIMEOUT = 180  # seconds for the master or the worker to come up on a busy 2-core machine
 SUBMIT_TIMEOUT = 600  # one spark-submit: JVMs, the archive fetched and unpacked, the job

@@ -12,13 +12,14 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
-from logbuild import TS, batch, make_log, read_records
 
 from jobs import compact, retain
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.partition_log import LogDirState, PartitionLog
 from kafka_log_core.rules import cleaner
 from kafka_log_core.settings.config import load_config
+from tests.clirun import invoke
+from tests.logbuild import TS, batch, make_log, read_records
 
 pytestmark = pytest.mark.spark
 NOW = TS + 3_600_000
@@ -53,16 +54,11 @@ def _json_args(log_dir):
     ]
 
 
-def _invoke(command, args):
-    runner = CliRunner()
-    return runner.invoke(command, args, catch_exceptions=False)
-
-
 def test_compact_job_prints_only_a_json_array_and_cleans_every_partition(spark, tmp_path):
     _compacted_log(tmp_path)
-    result = _invoke(
+    result = invoke(
         compact.command,
-        _json_args(tmp_path),
+        *_json_args(tmp_path),
     )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
@@ -103,9 +99,9 @@ def test_a_corrupt_partition_fails_alone_and_the_exit_status_says_so(spark, tmp_
     data[40] ^= 0xFF
     seg.write_bytes(bytes(data))
     before = seg.read_bytes()
-    result = _invoke(
+    result = invoke(
         compact.command,
-        _json_args(tmp_path),
+        *_json_args(tmp_path),
     )
     assert result.exit_code == 1
     rows = {r["partition"]: r for r in json.loads(result.stdout)}
@@ -144,9 +140,9 @@ def test_a_log_dir_locked_by_a_running_broker_is_refused(spark, tmp_path):
     )  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == b"locked"
-        result = _invoke(
+        result = invoke(
             compact.command,
-            _json_args(tmp_path),
+            *_json_args(tmp_path),
         )
         assert result.exit_code == 1
         (row,) = json.loads(result.stdout)
@@ -167,11 +163,11 @@ def test_retain_job_deletes_by_time_and_moves_the_log_start_offset(spark, tmp_pa
         {0: [batch(0, [("k", "old")], ts=NOW - 10 * day)], 1: [batch(1, [("k", "new")], ts=NOW - 1000)]},
     )
     args = ["--log-dir", str(tmp_path), "--now-ms", str(NOW), "--output", "json"]
-    refused = _invoke(retain.command, args)  # no metadata log, no topic file: the settings are unknown
+    refused = invoke(retain.command, *args)  # no metadata log, no topic file: the settings are unknown
     assert refused.exit_code == 1
     assert json.loads(refused.stdout)[0]["status"] == "failed"
     assert len(read_records(tmp_path / "clicks-0")) == 2
-    result = _invoke(retain.command, [*args, "--assume-broker-defaults"])  # Kafka's 7 days
+    result = invoke(retain.command, *args, "--assume-broker-defaults")  # Kafka's 7 days
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
     assert (row["status"], row["segments_deleted"], row["log_start_offset_after"]) == ("deleted", 1, 1)
@@ -194,12 +190,12 @@ def test_retain_guard_refuses_short_retention_without_force(spark, tmp_path):
         "retention.ms=60000",
         "--assume-broker-defaults",
     ]
-    result = _invoke(retain.command, args)
+    result = invoke(retain.command, *args)
     assert result.exit_code == 1
     (row,) = json.loads(result.stdout)
     assert row["status"] == "failed" and "--force" in row["reason"]
     assert len(read_records(tmp_path / "clicks-0")) == 2
-    result = _invoke(retain.command, [*args, "--force"])
+    result = invoke(retain.command, *args, "--force")
     assert json.loads(result.stdout)[0]["status"] == "deleted"
 
 
@@ -210,9 +206,9 @@ def test_log_start_offset_option_is_offline_delete_records(spark, tmp_path):
         0,
         {0: [batch(0, [("a", "1"), ("b", "2")])], 2: [batch(2, [("c", "3")])], 3: [batch(3, [("d", "4")])]},
     )
-    result = _invoke(
+    result = invoke(
         retain.command,
-        [
+        *[
             "--log-dir",
             str(tmp_path),
             "--now-ms",
@@ -247,7 +243,7 @@ def test_report_path_writes_parquet_with_the_result_schema(spark, tmp_path):
         "--output",
         "json",
     ]
-    result = _invoke(compact.command, [*args, "--report-path", str(out)])
+    result = invoke(compact.command, *args, "--report-path", str(out))
     assert result.exit_code == 0, result.output
     table = pq.read_table(out)
     assert table.column_names == compact.COLUMNS
@@ -266,7 +262,7 @@ def test_spark_submit_and_the_cli_take_the_same_options_and_agree(spark, tmp_pat
 
     _compacted_log(tmp_path)
     args = ["--log-dir", str(tmp_path), "--set", "cleanup.policy=compact", "--now-ms", str(NOW), "--dry-run"]
-    via_cli = json.loads(_invoke(main, ["compact", *args, "--output", "json"]).stdout)
+    via_cli = json.loads(invoke(main, "compact", *args, "--output", "json").stdout)
     venv, root = Path(sys.executable).parent, Path(compact.__file__).parent.parent
     bare = {"HOME": os.environ.get("HOME", "/root"), "PATH": "/usr/bin:/bin"}
     lost = subprocess.run([str(venv / "spark-submit"), "jobs/compact.py", *args], env=bare, cwd=root,
@@ -289,7 +285,7 @@ def test_spark_submit_and_the_cli_take_the_same_options_and_agree(spark, tmp_pat
 def test_a_zookeeper_era_log_dir_takes_3x_settings_and_unknown_topics_are_refused(spark, tmp_path):
     """meta.properties version=0 (a ZooKeeper-mode 3.x broker): no metadata log, Kafka 3.9's rules, so a
     topic file's 16 KiB segment.bytes is legal; a topic without a file gets nothing deleted, one line."""
-    from metadata_build import write_meta_properties
+    from tests.metadata_build import write_meta_properties
 
     _compacted_log(tmp_path, partitions=1)
     make_log(
@@ -303,14 +299,14 @@ def test_a_zookeeper_era_log_dir_takes_3x_settings_and_unknown_topics_are_refuse
     (conf / "topics").mkdir(parents=True)
     (conf / "topics" / "orders.properties").write_text("cleanup.policy=compact\nsegment.bytes=16384\n")
     args = ["--log-dir", str(tmp_path), "--conf-dir", str(conf), "--now-ms", str(NOW), "--output", "json"]
-    compacted = _invoke(compact.command, args)
+    compacted = invoke(compact.command, *args)
     rows = {r["topic"]: r for r in json.loads(compacted.stdout)}
     assert rows["orders"]["status"] == "cleaned"
     assert rows["orders"]["settings"].startswith(
         f"cleanup.policy=compact ({conf}/topics/orders.properties:1)"
     )
     assert "Kafka 3.9 rules (a ZooKeeper-era log dir" in compacted.stderr
-    retained = _invoke(retain.command, args)
+    retained = invoke(retain.command, *args)
     assert retained.exit_code == 1
     (clicks,) = [r for r in json.loads(retained.stdout) if r["topic"] == "clicks"]
     assert clicks["status"] == "failed" and clicks["reason"].startswith(

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from logbuild import TS, batch, make_log, mark_clean_shutdown, read_records
 
 from jobs import common, compact, progress, report, retain
 from jobs.cli import main
@@ -28,16 +27,14 @@ from kafka_log_core.log.log_dir import write_log_dir_checkpoints
 from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, update_checkpoint
+from tests.clirun import invoke
+from tests.logbuild import TS, batch, make_log, mark_clean_shutdown, read_records
 
 NOW = TS + 3_600_000
 DAY = 86_400_000
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CHECKPOINTS = ("cleaner-offset-checkpoint", "log-start-offset-checkpoint", "recovery-point-offset-checkpoint")
-
-
-def _invoke(command, args):
-    return CliRunner().invoke(command, [str(a) for a in args], catch_exceptions=False)
 
 
 def _orders(log_dir: Path, partitions: int = 1) -> None:
@@ -122,14 +119,14 @@ def test_dry_runs_work_on_a_read_only_log_dir_and_writing_jobs_refuse_it_in_one_
     log_dir, why = backup
     before = _tree(log_dir)
     args = ["--log-dir", log_dir, "--now-ms", NOW, *SETTINGS]
-    reported = _invoke(report.command, [*args, "--format", "json"])
+    reported = invoke(report.command, *args, "--format", "json")
     assert reported.exit_code == 0, reported.output
     rows = {r["topic"]: r for r in json.loads(reported.stdout)}
     assert rows["orders"]["would_compact"] and rows["clicks"]["retention_segments"] == 1
-    planned = _invoke(compact.command, [*args, "--dry-run", "--output", "json"])
+    planned = invoke(compact.command, *args, "--dry-run", "--output", "json")
     assert planned.exit_code == 0, planned.output
     assert {r["topic"]: r["status"] for r in json.loads(planned.stdout)}["orders"] == "would clean"
-    trimmed = _invoke(retain.command, [*args, "--dry-run", "--output", "json"])
+    trimmed = invoke(retain.command, *args, "--dry-run", "--output", "json")
     assert trimmed.exit_code == 0, trimmed.output
     assert {r["topic"]: r["status"] for r in json.loads(trimmed.stdout)}["clicks"] == "would delete"
     for job in (compact.command, retain.command):
@@ -286,7 +283,7 @@ def test_jobs_started_together_on_one_log_dir_end_as_a_sequential_run(spark, tmp
     _busy_log_dir(sequential)
     shutil.copytree(sequential, concurrent)
     for job in ("compact", "retain"):
-        done = _invoke(main, _job_args(job, sequential))
+        done = invoke(main, *_job_args(job, sequential))
         assert done.exit_code == 0, done.output
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     verbose = [i == 3 for i in range(len(jobs))]
@@ -395,11 +392,11 @@ def test_a_failure_reason_is_whole_in_the_table(spark, tmp_path):
     data[40] ^= 0xFF
     segment.write_bytes(bytes(data))
     args = ["--log-dir", tmp_path, "--set", "cleanup.policy=compact", "--now-ms", NOW]
-    (failed,) = [r for r in json.loads(_invoke(compact.command, [*args, "--dry-run", "--output", "json"]).stdout)
+    (failed,) = [r for r in json.loads(invoke(compact.command, *args, "--dry-run", "--output", "json").stdout)
                  if r["status"] == "failed"]  # fmt: skip
     assert len(failed["reason"]) > common.MAX_CELL  # cut at 80 before
     assert f"{segment} at position 0: CRC32C mismatch" in failed["reason"]
-    lines = _invoke(compact.command, [*args, "--dry-run", "--output", "table"]).stdout.splitlines()
+    lines = invoke(compact.command, *args, "--dry-run", "--output", "table").stdout.splitlines()
     start, width = _column(lines, "reason")
     first = next(i for i, line in enumerate(lines) if " failed " in line)
     parts = [lines[first][start : start + width].strip()]
@@ -409,7 +406,7 @@ def test_a_failure_reason_is_whole_in_the_table(spark, tmp_path):
         parts.append(line[start : start + width].strip())
     assert "".join(parts).replace(" ", "") == failed["reason"].replace(" ", "")
 
-    shown = _invoke(report.command, [*args, "--format", "table"]).stdout.splitlines()
+    shown = invoke(report.command, *args, "--format", "table").stdout.splitlines()
     why = shown[1].index("why")  # the last column: wrapped onto lines of its own
     first = next(i for i, line in enumerate(shown) if line.startswith("orders") and " failed " in line)
     text = [shown[first][why:]]
@@ -425,8 +422,8 @@ def test_compact_dry_run_shows_the_records_and_bytes_the_report_estimates(spark,
     _orders(tmp_path)
     sizes = {p.name: p.stat().st_size for p in (tmp_path / "orders-0").glob("*.log")}
     args = ["--log-dir", tmp_path, "--set", "cleanup.policy=compact", "--now-ms", NOW]
-    (row,) = json.loads(_invoke(compact.command, [*args, "--dry-run", "--output", "json"]).stdout)
-    (reported,) = json.loads(_invoke(report.command, [*args, "--format", "json"]).stdout)
+    (row,) = json.loads(invoke(compact.command, *args, "--dry-run", "--output", "json").stdout)
+    (reported,) = json.loads(invoke(report.command, *args, "--format", "json").stdout)
     # By hand: segments 0 and 4 are cleanable; 6 records there, 5 keyed, a and b superseded once each.
     cleanable = sizes["00000000000000000000.log"] + sizes["00000000000000000004.log"]
     assert (row["status"], row["records_before"], row["records_after"]) == ("would clean", 6, 4)
@@ -442,8 +439,8 @@ def test_compact_dry_run_shows_the_records_and_bytes_the_report_estimates(spark,
 # ------------------------------------------------------------------------ progress
 def test_progress_lines_follow_the_partitions_as_they_finish(spark, tmp_path):
     _orders(tmp_path, partitions=3)
-    result = _invoke(compact.command, ["--log-dir", tmp_path, "--set", "cleanup.policy=compact", "--now-ms", NOW,
-                                       "--output", "json"])  # fmt: skip
+    result = invoke(compact.command, "--log-dir", tmp_path, "--set", "cleanup.policy=compact", "--now-ms", NOW,
+                    "--output", "json")  # fmt: skip
     lines = [line for line in result.stderr.splitlines() if line.startswith("compact [")]
     assert sorted(re.sub(r"^compact \[\d/3\] ", "", line).split(" (")[0] for line in lines) == [
         "orders-0: cleaned", "orders-1: cleaned", "orders-2: cleaned"]  # fmt: skip

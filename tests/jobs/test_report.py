@@ -19,24 +19,20 @@ import numba
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
-from logbuild import TS, batch, make_log
 
 from jobs import compact, html_report, report, retain
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition
+from tests.clirun import invoke
+from tests.logbuild import TS, batch, make_log
 
 pytestmark = pytest.mark.spark
 DAY = 86_400_000
 NOW = TS + 3 * DAY
 
 
-def _invoke(command, *args: str):
-    return CliRunner().invoke(command, [str(a) for a in args], catch_exceptions=False)
-
-
 def _report(log_dir, *args: str) -> list[dict]:
-    result = _invoke(report.command, "--log-dir", log_dir, "--now-ms", NOW, "--format", "json", *args)
+    result = invoke(report.command, "--log-dir", log_dir, "--now-ms", NOW, "--format", "json", *args)
     assert result.exit_code in (0, 1), result.output
     return json.loads(result.stdout)
 
@@ -91,7 +87,7 @@ def test_dirty_ratio_and_duplicate_share_against_hand_counts_and_the_compact_job
         assert row["would_compact"] is True and row["status"] == "ok"
         assert row["total_bytes"] == sum(sizes.values()) and row["segments"] == 6
     # the compaction job, run for real on the same input, acts on the same ratio
-    result = _invoke(
+    result = invoke(
         compact.command, "--log-dir", tmp_path, "--set", "cleanup.policy=compact", "--now-ms", NOW,
         "--output", "json",
     )  # fmt: skip
@@ -138,7 +134,7 @@ def test_retention_columns_match_hand_count_and_the_retain_job(spark, tmp_path):
     assert row["oldest_segment_age_ms"] == 3 * DAY - 2  # largest timestamp of segment 0: ts + 2
     assert row["reclaimable_bytes"] == sizes[0] + sizes[3]
     assert row["dirty_ratio"] is None and "does not include compact" in row["compact_reason"]
-    dry = _invoke(
+    dry = invoke(
         retain.command, "--log-dir", tmp_path, "--now-ms", NOW, "--output", "json", "--dry-run", *args
     )
     (planned,) = json.loads(dry.stdout)
@@ -169,7 +165,7 @@ def test_a_corrupt_partition_is_one_failed_row(spark, tmp_path):
     data = bytearray(seg.read_bytes())
     data[8:12] = (5).to_bytes(4, "big")  # a batch length below the minimum entry size
     seg.write_bytes(bytes(data))
-    result = _invoke(report.command, "--log-dir", tmp_path, "--now-ms", NOW, "--format", "json",
+    result = invoke(report.command, "--log-dir", tmp_path, "--now-ms", NOW, "--format", "json",
                      "--set", "cleanup.policy=compact")  # fmt: skip
     assert result.exit_code == 1
     rows = {r["partition"]: r for r in json.loads(result.stdout)}
@@ -185,26 +181,26 @@ def test_output_formats_carry_the_same_rows(spark, tmp_path):
     make_log(logs, "clicks", 0, {0: [batch(0, [("a", "1")], ts=NOW - 9 * DAY)], 1: [batch(1, [("b", "2")])]})
     common = ["--log-dir", logs, "--now-ms", NOW, "--topic-config", "orders:cleanup.policy=compact",
               "--topic-config", "clicks:retention.ms=604800000"]  # fmt: skip
-    result = _invoke(report.command, *common, "--format", "json")
+    result = invoke(report.command, *common, "--format", "json")
     rows = json.loads(result.stdout)  # the bare array and nothing else
     assert result.stdout.lstrip().startswith("[") and result.stdout.rstrip().endswith("]")
     assert [list(r) for r in rows] == [report.COLUMNS] * 2
     assert [(r["topic"], r["cleanup_policy"]) for r in rows] == [("orders", "compact"), ("clicks", "delete")]
 
-    _invoke(report.command, *common, "--out", tmp_path / "r.csv")
+    invoke(report.command, *common, "--out", tmp_path / "r.csv")
     parsed = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text())))
     assert [r["topic"] for r in parsed] == ["orders", "clicks"]
     assert float(parsed[0]["dirty_ratio"]) == rows[0]["dirty_ratio"] and parsed[1]["dirty_ratio"] == ""
     assert parsed[0]["would_compact"] == "true"
 
-    _invoke(report.command, *common, "--format", "parquet", "--out", tmp_path / "r.parquet")
+    invoke(report.command, *common, "--format", "parquet", "--out", tmp_path / "r.parquet")
 
     def timeless(rs):  # every run times itself
         return [{k: v for k, v in r.items() if k != "duration_ms"} for r in rs]
 
     assert timeless(pq.read_table(tmp_path / "r.parquet").to_pylist()) == timeless(rows)
 
-    table = _invoke(report.command, *common, "--format", "table").stdout
+    table = invoke(report.command, *common, "--format", "table").stdout
     lines = table.splitlines()
     assert lines[1].split()[:3] == ["topic", "part", "policy"]
     firsts = [line.split()[0] for line in lines[3:-2] if not line.startswith(" ")]  # long reasons wrap
@@ -212,7 +208,7 @@ def test_output_formats_carry_the_same_rows(spark, tmp_path):
     total = sum(r["total_bytes"] for r in rows)
     assert lines[-1].split()[:3] == ["TOTAL", "2", "8"]  # partitions, segments
     assert html_report.human_bytes(total) in lines[-1]
-    assert _invoke(report.command, *common, "--format", "parquet").exit_code == 2  # needs --out
+    assert invoke(report.command, *common, "--format", "parquet").exit_code == 2  # needs --out
 
 
 def test_html_page_draws_one_bar_per_partition_and_marks_thresholds():
@@ -343,7 +339,7 @@ def test_html_report_renders_in_headless_chromium(spark, tmp_path):
         {0: [batch(0, [("a", "x" * 500)] * 4, ts=NOW - 9 * DAY)], 4: [batch(4, [("b", "2")])]},
     )
     page = tmp_path / "report.html"
-    result = _invoke(report.command, "--log-dir", logs, "--now-ms", NOW, "--out", page,
+    result = invoke(report.command, "--log-dir", logs, "--now-ms", NOW, "--out", page,
                      "--topic-config", "orders:cleanup.policy=compact,delete",
                      "--topic-config", "clicks:retention.ms=604800000")  # fmt: skip
     assert result.exit_code == 0, result.output

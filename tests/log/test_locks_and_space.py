@@ -10,13 +10,13 @@ import sys
 import textwrap
 
 import pytest
-from logbuild import TS, batch, make_log
 
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.rules import cleaner_segments
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
+from tests.logbuild import TS, batch, make_log
 
 NOW = TS + 3_600_000
 
@@ -108,7 +108,7 @@ def test_too_little_free_space_is_refused_before_writing(tmp_path, monkeypatch):
 
 @pytest.mark.broker
 def test_a_running_broker_is_refused_and_cannot_start_under_a_job(kafka_broker, tmp_path):
-    from kafka_harness import BrokerHarnessError, create_topic, produce
+    from tests.kafka_harness import BrokerHarnessError, create_topic, produce
 
     broker = kafka_broker(**{"log.cleaner.enable": "false"})
     create_topic(broker.bootstrap, "t", 1, {"cleanup.policy": "compact"})

@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from kafka.record.memory_records import MemoryRecords
-from logbuild import TS, batch, make_log, marker, write_segment
 
 from kafka_log_core.errors import CorruptDataError
 from kafka_log_core.format import checkpoints, compression, legacy_records, record_batch
@@ -35,6 +34,7 @@ from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import LogDirState, PartitionLog
 from kafka_log_core.rules import cleaner
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
+from tests.logbuild import TS, batch, make_log, marker, write_segment
 
 TP = TopicPartition("t", 0)
 DAY = 86_400_000  # delete.retention.ms and producer.id.expiration.ms defaults

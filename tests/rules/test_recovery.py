@@ -13,7 +13,6 @@ import struct
 from pathlib import Path
 
 import pytest
-from logbuild import TS, batch, make_log, marker, with_partition_leader_epoch
 
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition
@@ -25,6 +24,7 @@ from kafka_log_core.rules.producer_recovery import hashmap_order
 from kafka_log_core.rules.producer_state import ProducerEntry
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
+from tests.logbuild import TS, batch, make_log, marker, with_partition_leader_epoch
 
 NOW = TS + 3_600_000
 TP = TopicPartition("t", 0)
@@ -372,7 +372,7 @@ def test_a_future_log_keeps_the_log_dir_unclean(tmp_path):
 def test_the_high_watermark_of_a_single_replica_partition_becomes_the_log_end_offset(tmp_path):
     """After a crash the replication-offset-checkpoint is stale. A partition whose only replica is this
     broker gets its recovered log end offset (its HW once it leads again); another keeps the checkpoint."""
-    from metadata_build import (
+    from tests.metadata_build import (
         feature_level,
         partition_record,
         topic_record,

@@ -12,7 +12,6 @@ import pickle
 from pathlib import Path
 
 import pytest
-from logbuild import TS, batch, make_log
 
 from kafka_log_core import fsutil
 from kafka_log_core.errors import SafetyGuardError, UsageError
@@ -37,6 +36,7 @@ from kafka_log_core.rules.retention import (
     update_log_dir_checkpoints,
 )
 from kafka_log_core.settings.config import LogConfig
+from tests.logbuild import TS, batch, make_log
 
 TP = TopicPartition("t", 0)
 DAY = 86_400_000

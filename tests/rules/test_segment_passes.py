@@ -17,8 +17,16 @@ import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from logbuild import TS, batch, marker
-from test_cleaner import (
+
+from kafka_log_core.errors import CorruptDataError
+from kafka_log_core.format import compression, log_file, record_batch
+from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels.offset_map import OffsetMap
+from kafka_log_core.rules import cleaner, cleaner_segments, producer_state
+from kafka_log_core.settings.config import BrokerConfig
+from tests.logbuild import TS, batch, marker
+from tests.rules.test_cleaner import (
     FORGET_PRODUCERS,
     KEEP_PRODUCERS,
     batches,
@@ -34,14 +42,6 @@ from test_cleaner import (
     txnindex,
     write_txnindex,
 )
-
-from kafka_log_core.errors import CorruptDataError
-from kafka_log_core.format import compression, log_file, record_batch
-from kafka_log_core.kernels import primitives as kernels
-from kafka_log_core.kernels import segment_kernels as sk
-from kafka_log_core.kernels.offset_map import OffsetMap
-from kafka_log_core.rules import cleaner, cleaner_segments, producer_state
-from kafka_log_core.settings.config import BrokerConfig
 
 MiB = 1024 * 1024
 
@@ -367,7 +367,7 @@ def test_large_batches_grow_the_chunk(tmp_path):
 
 
 def test_legacy_entries_between_v2_batches(tmp_path):
-    from test_cleaner import legacy
+    from tests.rules.test_cleaner import legacy
 
     layout(tmp_path, {0: [legacy(0, "a", "1"), legacy(1, "b", "1"), single(2, "a", "2"), legacy(3, "b", "2", magic=0)],
                       4: []})  # fmt: skip

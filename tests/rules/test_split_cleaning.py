@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from logbuild import TS, read_records
 
 from kafka_log_core.format import legacy_records, log_file, record_batch
 from kafka_log_core.format.filenames import TopicPartition
@@ -24,6 +23,7 @@ from kafka_log_core.settings.config import load_config
 from kafka_log_core.settings.kafka_version import LATEST, KafkaVersion
 from kafka_log_core.simulator.writer import PartitionWriter
 from kafka_log_core.work.tasks import ALL_ROUNDS, JobOptions, PartitionTask, compact_partition
+from tests.logbuild import TS, read_records
 
 TOPIC = "orders"
 DAY = 86_400_000
@@ -250,7 +250,7 @@ def test_a_segment_spanning_billions_of_offsets_with_few_records_splits_like_one
     """A segment copied from a compacted log (a replica that fetched it: gaps of any size) spans up to
     2^31 offsets with a handful of records; pass 1 sizes its rows by the records the batch headers count,
     not by the offset span (48 GB here)."""
-    from logbuild import batch, make_log
+    from tests.logbuild import batch, make_log
 
     gap = 2_000_000_000
     source = tmp_path / "source"
@@ -294,11 +294,10 @@ def test_committed_data_pass_one_takes_for_aborted_is_still_looked_up_in_pass_tw
     supersedes it. The split round must find K for
     that group too, as the single task's one map does (segments with transactional data give pass 2
     every keyed digest, not only the map entries)."""
-    from logbuild import batch, make_log, marker
-
     from kafka_log_core.format.checkpoints import write_offset_checkpoint
     from kafka_log_core.format.txn_index import AbortedTxn, encode_txn_index
     from kafka_log_core.log.segment import Segment
+    from tests.logbuild import batch, make_log, marker
 
     pad, filler = "x" * 600_000, "f" * 5000  # one segment a group (segment.bytes is 1 MiB); index entries
     d = make_log(
@@ -379,7 +378,7 @@ def test_split_round_killed_at_every_file_operation_then_rerun_keeps_every_recor
     """The crash-safety machinery of test_crash_safety (a forked child dies right before its N-th file
     operation), on a split round of several groups: the rerun ends with the records of an
     uninterrupted run, whatever was written or swapped when it died."""
-    from test_crash_safety import _crash_child
+    from tests.work.test_crash_safety import _crash_child
 
     source = tmp_path / "source"
     build(source, seed=12, keys=60, batches=100)
@@ -437,7 +436,7 @@ def test_bench_split_section_reports_both_cases_with_equal_results(tmp_path):
     import sys
 
     cmd = [sys.executable, "-m", "bench.split", "--work", str(tmp_path), "--quick", "--size", "8MiB"]
-    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
     assert result["speed"]["identical_files"] is True

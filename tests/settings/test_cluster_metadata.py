@@ -8,7 +8,23 @@ a broker's metadata log decoded as Kafka's own decoder reads it) is in test_brok
 from __future__ import annotations
 
 import pytest
-from metadata_build import (
+
+from kafka_log_core.errors import CorruptDataError
+from kafka_log_core.format.checkpoints import write_partition_metadata
+from kafka_log_core.format.metadata_records import (
+    ConfigRecord,
+    CorruptMetadataError,
+    FeatureLevelRecord,
+    OtherRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    TransactionRecord,
+    decode_record,
+)
+from kafka_log_core.settings.cluster_metadata import read_cluster_metadata
+from tests.metadata_build import (
     abort_txn,
     begin_txn,
     config_record,
@@ -29,22 +45,6 @@ from metadata_build import (
     write_metadata_log,
     write_snapshot,
 )
-
-from kafka_log_core.errors import CorruptDataError
-from kafka_log_core.format.checkpoints import write_partition_metadata
-from kafka_log_core.format.metadata_records import (
-    ConfigRecord,
-    CorruptMetadataError,
-    FeatureLevelRecord,
-    OtherRecord,
-    PartitionChangeRecord,
-    PartitionRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-    TransactionRecord,
-    decode_record,
-)
-from kafka_log_core.settings.cluster_metadata import read_cluster_metadata
 
 A = "KB9btG56TIKDzbjC1Rj0pA"  # topic ids as partition.metadata writes them
 B = "6ey3bQ6uQmisysFLQnVpYA"

@@ -24,7 +24,7 @@ from kafka_log_core.settings.config import (
     parse_properties,
 )
 
-REPO_CONF = Path(__file__).resolve().parent.parent / "conf"
+REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
 
 KAFKA_TOPIC_DEFAULTS = {
     "cleanup_policy": frozenset({"delete"}),

@@ -11,14 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from metadata_build import (
-    config_record,
-    feature_level,
-    partition_record,
-    topic_record,
-    write_meta_properties,
-    write_metadata_log,
-)
 
 from kafka_log_core.errors import ConfigError, UsageError
 from kafka_log_core.format.checkpoints import MetaProperties
@@ -27,6 +19,14 @@ from kafka_log_core.settings.cluster_metadata import ClusterMetadata, TopicState
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.settings.kafka_version import KafkaVersion
 from kafka_log_core.settings.log_dir_config import decide_version, resolve_log_dir_configs
+from tests.metadata_build import (
+    config_record,
+    feature_level,
+    partition_record,
+    topic_record,
+    write_meta_properties,
+    write_metadata_log,
+)
 
 A, B = "KB9btG56TIKDzbjC1Rj0pA", "6ey3bQ6uQmisysFLQnVpYA"
 V39, V40, V41, V43 = KafkaVersion(3, 9), KafkaVersion(4, 0), KafkaVersion(4, 1), KafkaVersion(4, 3)

@@ -687,7 +687,7 @@ def real_broker(tmp_path: Path):
     """One started Kafka 4.x broker (tests/kafka_harness.py), stopped cleanly at the end."""
     import shutil
 
-    import kafka_harness
+    from tests import kafka_harness
 
     if shutil.which("java") is None or shutil.which("mvn") is None:
         pytest.skip("the real-broker comparison needs java and mvn on PATH")
@@ -703,7 +703,7 @@ def real_broker(tmp_path: Path):
 def test_replaying_a_real_brokers_batches_reproduces_its_files_byte_for_byte(real_broker, tmp_path):
     """Every batch the broker appended, appended again by the writer with the same topic settings, must
     give the broker's segment boundaries, indexes, txn index, producer snapshots and epochs."""
-    import kafka_harness as kh
+    from tests import kafka_harness as kh
 
     settings = {
         "internal.segment.bytes": "4096",

@@ -15,13 +15,13 @@ import pytest
 from chispa import assert_df_equality
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
-from logbuild import TS, write_segment
 from pyspark.sql import functions as F
 
 import spark_udfs
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition
 from spark_udfs.schemas import BATCHES, SEGMENTS, records_schema
+from tests.logbuild import TS, write_segment
 
 pytestmark = pytest.mark.spark
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

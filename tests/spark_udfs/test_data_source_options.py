@@ -6,12 +6,12 @@ from __future__ import annotations
 import struct
 
 import pytest
-from logbuild import TS, batch, make_log, marker
 
 from kafka_log_core.errors import UsageError
 from kafka_log_core.format.filenames import TopicPartition
 from spark_udfs import planning, rows
 from spark_udfs.options import EARLIEST, LATEST, ReadOptions
+from tests.logbuild import TS, batch, make_log, marker
 
 PATH = {"path": "/nowhere"}
 

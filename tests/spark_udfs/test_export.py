@@ -12,10 +12,18 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 from click.testing import CliRunner
-from test_data_source import ORDER, _data, _frame, _payments_dir, _rebuilt_state, _transactions_dir
 
 from jobs import export
 from jobs.cli import main
+from tests.clirun import invoke
+from tests.spark_udfs.test_data_source import (
+    ORDER,
+    _data,
+    _frame,
+    _payments_dir,
+    _rebuilt_state,
+    _transactions_dir,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -26,15 +34,11 @@ def _dirs(tmp_path):
     return [str(tmp_path / "d1"), str(tmp_path / "d2")], written
 
 
-def _invoke(args):
-    return CliRunner().invoke(main, ["export", *args], catch_exceptions=False)
-
-
 def test_latest_view_as_parquet_partitioned_by_topic(spark, tmp_path):
     log_dirs, written = _dirs(tmp_path)
     out = tmp_path / "table"
-    result = _invoke(
-        [*[a for d in log_dirs for a in ("--log-dir", d)], "--out", str(out), "--output", "json"]
+    result = invoke(
+        main, "export", *[a for d in log_dirs for a in ("--log-dir", d)], "--out", out, "--output", "json"
     )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
@@ -57,7 +61,7 @@ def test_latest_view_as_parquet_partitioned_by_topic(spark, tmp_path):
     )
     assert_df_equality(table.orderBy(ORDER), _frame(spark, list(state.values())).orderBy(ORDER))
     # Run again: the table is replaced, not appended to (a rerun after a crash ends the same way).
-    assert _invoke(["--log-dir", log_dirs[0], "--out", str(out), "--output", "json"]).exit_code == 0
+    assert invoke(main, "export", "--log-dir", log_dirs[0], "--out", out, "--output", "json").exit_code == 0
     assert spark.sql(f"SELECT count(*) AS n FROM parquet.`{out}`").first().n == sum(
         1 for k in state if k[0] != "t"
     )
@@ -88,8 +92,8 @@ def test_a_partition_that_cannot_be_read_is_reported_and_the_others_are_exported
     data[100] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
     spoiled.write_bytes(bytes(data))
     out = tmp_path / "table"
-    result = _invoke(
-        [*[a for d in log_dirs for a in ("--log-dir", d)], "--out", str(out), "--output", "json"]
+    result = invoke(
+        main, "export", *[a for d in log_dirs for a in ("--log-dir", d)], "--out", out, "--output", "json"
     )
     assert result.exit_code == 1, result.output
     rows = {(r["topic"], r["partition"]): r for r in json.loads(result.stdout)}
@@ -121,7 +125,7 @@ def test_spark_submit_and_the_cli_agree(spark, tmp_path):
     ``--format delta``, spark-submit also takes ``--packages`` and the two ``--conf`` the job names.)"""
     log_dirs, _ = _dirs(tmp_path)
     args = ["--log-dir", log_dirs[1], "--view", "records", "--output", "json"]
-    via_cli = json.loads(_invoke([*args, "--out", str(tmp_path / "cli")]).stdout)
+    via_cli = json.loads(invoke(main, "export", *args, "--out", str(tmp_path / "cli")).stdout)
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYSPARK_PYTHON=sys.executable)
     done = subprocess.run(

@@ -748,7 +748,7 @@ def test_file_named_like_kafka_does_java_io_file(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- real Kafka
 def _kafka_dump():
-    harness = pytest.importorskip("kafka_harness", reason="tests/kafka_harness.py is not there")
+    harness = pytest.importorskip("tests.kafka_harness", reason="tests/kafka_harness.py is not there")
     if not hasattr(harness, "run_dump_log_segments"):
         pytest.skip("tests/kafka_harness.py has no run_dump_log_segments")
     return harness

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from logbuild import TS, batch, make_log
 
 from jobs.cli import main
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.partition_log import LogDirState, PartitionLog
 from kafka_log_core.tools.offsets import offset_for_time
+from tests.logbuild import TS, batch, make_log
 
 
 def _log(tmp_path):
@@ -61,7 +61,8 @@ def test_offsets_command_prints_topic_partition_offset_lines(tmp_path):
 def test_offsets_agree_with_a_real_brokers_list_offsets(kafka_broker, tmp_path):
     from confluent_kafka import TopicPartition as CTP
     from confluent_kafka.admin import OffsetSpec
-    from kafka_harness import _admin, create_topic, produce
+
+    from tests.kafka_harness import _admin, create_topic, produce
 
     broker = kafka_broker()
     create_topic(broker.bootstrap, "times", 1, {"internal.segment.bytes": 4096})

@@ -12,7 +12,6 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from logbuild import TS, batch, make_log
 
 from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.format import (
@@ -29,6 +28,7 @@ from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.rules import leftovers
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
+from tests.logbuild import TS, batch, make_log
 
 NOW = TS + 3_600_000
 SEG0 = "00000000000000000000"

@@ -12,12 +12,12 @@ import os
 import shutil
 
 import pytest
-from logbuild import TS, batch, make_log, marker
 
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
+from tests.logbuild import TS, batch, make_log, marker
 
 NOW = TS + 3_600_000
 OPS = ("replace", "unlink", "fsync", "utime", "rename", "ftruncate")
@@ -236,9 +236,8 @@ def _crashed_broker_dir(log_dir):
     """A log dir as a killed broker leaves it: no .kafka_cleanshutdown, a recovery point in segment 3, a
     bad batch in segment 8 (so segment 12 goes), zero-filled index tails, producer snapshots of the
     broker that the loader replaces, a stale leader epoch, a stale high watermark."""
-    from logbuild import with_partition_leader_epoch
-
     from kafka_log_core.format import checkpoints
+    from tests.logbuild import with_partition_leader_epoch
 
     def epoch(b, e):
         return with_partition_leader_epoch(b, e)
