@@ -142,7 +142,8 @@ def _write_template(directory: Path, kind: str, rng: random.Random) -> _Template
                     w.append_records(_records(rng, 50, t + n, DIRTY_SEGMENT_RECORDS), now_ms=t + n + 50)
         leo = w.log_end_offset
     files = {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
-    if list_segment_bases(directory) and Segment.open(directory, list_segment_bases(directory)[-1]).read_next_offset != leo:
+    last = list_segment_bases(directory)[-1]
+    if Segment.open(directory, last).read_next_offset != leo:
         raise RuntimeError(f"{directory}: template log end offset is not {leo}")
     return _Template(files, leo, cleaner_offset)
 
@@ -226,7 +227,9 @@ def _write_log_dir_files(logs: Path, leos: dict, cleaned: dict, rng: random.Rand
     ):
         checkpoints.write_offset_checkpoint(logs / name, entries)
     (logs / LOCK_FILE).touch()
-    meta = format_meta_properties(node_id=1, cluster_id=random_uuid(rng), directory_id=random_uuid(rng), now_ms=NOW_MS)
+    meta = format_meta_properties(
+        node_id=1, cluster_id=random_uuid(rng), directory_id=random_uuid(rng), now_ms=NOW_MS
+    )
     fsutil.atomic_write_bytes(logs / checkpoints.META_PROPERTIES, meta.encode())
     fsutil.write_bytes_fsync(logs / CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":1}')
     fsutil.fsync_dir(logs)
