@@ -1,6 +1,6 @@
 """Record tables: the compiled view of a batch's records that compaction works on.
 
-For a v2 batch the record area (decompressed if needed) is walked by ``kernels.walk_records`` into
+For a v2 batch the record area (decompressed if needed) is walked by ``record_walk.walk_records`` into
 arrays — offsets, key positions and lengths, value nulls, record byte ranges — and keys are hashed to
 128-bit digests. Nothing is materialised as Python objects. Legacy batches go through the readable
 decoder and are hashed the same way.
@@ -16,7 +16,7 @@ from kafka_log_core.errors import CorruptRecordError
 from kafka_log_core.format import compression, record_batch
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.record_batch import BatchHeader
-from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels import key_digest, record_walk
 
 
 @dataclass(slots=True)
@@ -70,37 +70,37 @@ def record_table(batch: FileBatch, hashes: tuple[np.ndarray, np.ndarray] | None 
         area = np.frombuffer(batch.data, dtype=np.uint8)
         start = record_batch.HEADER_SIZE
     if hashes is None:
-        code, err_pos, table, hi, lo = kernels.walk_and_hash(
+        code, err_pos, table, hi, lo = key_digest.walk_and_hash(
             area, start, area.shape[0], header.records_count, header.base_offset
         )
     else:
-        code, err_pos, table = kernels.walk_records(
+        code, err_pos, table = record_walk.walk_records(
             area, start, area.shape[0], header.records_count, header.base_offset
         )
         hi, lo = hashes
-    if code != kernels.OK:
+    if code != record_walk.OK:
         where = f" (byte {err_pos} of the decompressed record area)" if compressed else ""
         raise CorruptRecordError(
-            f"{kernels.ERROR_TEXT[code]} in batch at offset {header.base_offset}{where}",
+            f"{record_walk.ERROR_TEXT[code]} in batch at offset {header.base_offset}{where}",
             batch.path,
             batch.position + (record_batch.HEADER_SIZE if compressed else err_pos),
         )
     if header.timestamp_type == record_batch.LOG_APPEND_TIME:
         timestamps = np.full(table.shape[1], header.max_timestamp, dtype=np.int64)
     else:
-        timestamps = header.base_timestamp + table[kernels.W_TS_DELTA]
+        timestamps = header.base_timestamp + table[record_walk.W_TS_DELTA]
     return RecordTable(
-        offsets=table[kernels.W_OFFSET],
-        key_len=table[kernels.W_KEY_LEN],
-        value_null=table[kernels.W_VALUE_LEN] < 0,
+        offsets=table[record_walk.W_OFFSET],
+        key_len=table[record_walk.W_KEY_LEN],
+        value_null=table[record_walk.W_VALUE_LEN] < 0,
         hash_hi=hi,
         hash_lo=lo,
         timestamps=timestamps,
         area=area,
-        rec_start=table[kernels.W_REC_START],
-        rec_end=table[kernels.W_REC_END],
-        body_start=table[kernels.W_BODY_START],
-        raw_ts_delta=table[kernels.W_TS_DELTA],
+        rec_start=table[record_walk.W_REC_START],
+        rec_end=table[record_walk.W_REC_END],
+        body_start=table[record_walk.W_BODY_START],
+        raw_ts_delta=table[record_walk.W_TS_DELTA],
     )
 
 
@@ -112,7 +112,7 @@ def _legacy_table(batch: FileBatch, hashes=None) -> RecordTable:
     key_pos = np.zeros(n, dtype=np.int64)
     if n:
         key_pos[1:] = np.cumsum(np.maximum(key_len, 0))[:-1]
-    hi, lo = kernels.hash_keys(np.frombuffer(keys, dtype=np.uint8), key_pos, key_len)
+    hi, lo = key_digest.hash_keys(np.frombuffer(keys, dtype=np.uint8), key_pos, key_len)
     return RecordTable(
         offsets=np.array([r.offset for r in records], dtype=np.int64),
         key_len=key_len,
