@@ -181,8 +181,8 @@ def key_positions(buf, rows) -> tuple[np.ndarray, np.ndarray]:
     for position, size, count in zip(rows["position"].tolist(), rows["size"].tolist(),
                                      rows["records_count"].tolist(), strict=True):  # fmt: skip
         _, _, table = record_walk.walk_records(buf, position + 61, position + size, count, 0)
-        pos.append(table[record_walk.W_KEY_POS])
-        lens.append(table[record_walk.W_KEY_LEN])
+        pos.append(table[:, record_walk.R_KEY_POS])
+        lens.append(table[:, record_walk.R_KEY_LEN])
     return np.concatenate(pos), np.concatenate(lens)
 
 

@@ -22,16 +22,18 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from kafka_log_core.format.legacy_records import MIN_MESSAGE_SIZE
+from kafka_log_core.format.log_file import HEADER_SIZE_UP_TO_MAGIC, MIN_ENTRY_SIZE
+from kafka_log_core.format.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, LOG_OVERHEAD
 from kafka_log_core.kernels.fields import read_i16, read_i32, read_i64
 from kafka_log_core.kernels.statuses import CONTINUE, DONE, ERR_BATCH
 
 # ---------------------------------------------------------------------------------------------- layout
+# Field positions the format layer (``record_batch.HEADER``) does not name; the sizes, masks and the CRC
+# and attributes positions are imported from it.
 BASE_OFFSET_AT = 0
 BATCH_LENGTH_AT = 8
-LEADER_EPOCH_AT = 12
 MAGIC_AT = 16
-CRC_AT = 17
-ATTRIBUTES_AT = 21
 LAST_OFFSET_DELTA_AT = 23
 BASE_TIMESTAMP_AT = 27
 MAX_TIMESTAMP_AT = 35
@@ -39,22 +41,9 @@ PRODUCER_ID_AT = 43
 PRODUCER_EPOCH_AT = 51
 BASE_SEQUENCE_AT = 53
 RECORDS_COUNT_AT = 57
-HEADER_SIZE = 61
-LOG_OVERHEAD = 12
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_ENTRY_SIZE = 14  # legacy v0 message overhead: the smallest size any entry may declare
 LEGACY_ATTRIBUTES_AT = 17
 LEGACY_TIMESTAMP_AT = 18
-LEGACY_MIN_MESSAGE_SIZE_V0 = 14
-LEGACY_MIN_MESSAGE_SIZE_V1 = 22
-
-CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
-CONTROL_ABORT, CONTROL_COMMIT = 0, 1
-NO_TIMESTAMP = -1
+LEGACY_MIN_MESSAGE_SIZE_V0, LEGACY_MIN_MESSAGE_SIZE_V1 = MIN_MESSAGE_SIZE[0], MIN_MESSAGE_SIZE[1]
 
 
 BatchHead = namedtuple(
@@ -65,8 +54,6 @@ BatchHead = namedtuple(
     ],
 )  # fmt: skip
 
-# A chunk: the record table (one int64 row per record, kernels.R_* columns), the key digests, and one
-
 
 @njit(cache=True, inline="always")
 def batch_head(buf, pos):
@@ -75,7 +62,7 @@ def batch_head(buf, pos):
     return BatchHead(
         base,
         LOG_OVERHEAD + read_i32(buf, pos + BATCH_LENGTH_AT),
-        read_i16(buf, pos + ATTRIBUTES_AT),
+        read_i16(buf, pos + ATTRIBUTES_OFFSET),
         base + read_i32(buf, pos + LAST_OFFSET_DELTA_AT),
         read_i64(buf, pos + BASE_TIMESTAMP_AT),
         read_i64(buf, pos + MAX_TIMESTAMP_AT),

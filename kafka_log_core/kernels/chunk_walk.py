@@ -16,18 +16,16 @@ from numba import njit
 
 from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.format.compression import CompressionType
-from kafka_log_core.kernels.batch_header import (
-    ATTRIBUTES_AT,
-    BASE_OFFSET_AT,
+from kafka_log_core.format.record_batch import (
+    ATTRIBUTES_OFFSET,
     CODEC_MASK,
     CONTROL_ABORT,
     CONTROL_COMMIT,
     CONTROL_MASK,
-    CRC_AT,
+    CRC_OFFSET,
     HEADER_SIZE,
-    RECORDS_COUNT_AT,
-    framing,
 )
+from kafka_log_core.kernels.batch_header import BASE_OFFSET_AT, RECORDS_COUNT_AT, framing
 from kafka_log_core.kernels.codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, lz4_frame
 from kafka_log_core.kernels.crc32c import crc32c
 from kafka_log_core.kernels.digest_store import STORE_NONE, STORE_STATE, STORE_USE
@@ -133,12 +131,12 @@ def walk_chunk(
         if nb == n_batches or nr + count > n_records:
             outcome = CHUNK_GROW if nb == 0 else CHUNK_FULL
             break
-        if check_crc and crc32c(buf, pos + ATTRIBUTES_AT, total - ATTRIBUTES_AT) != read_u32(
-            buf, pos + CRC_AT
+        if check_crc and crc32c(buf, pos + ATTRIBUTES_OFFSET, total - ATTRIBUTES_OFFSET) != read_u32(
+            buf, pos + CRC_OFFSET
         ):
             outcome = ERR_CRC
             break
-        attributes = np.int64(buf[pos + ATTRIBUTES_AT + 1])
+        attributes = np.int64(buf[pos + ATTRIBUTES_OFFSET + 1])
         base = read_i64(buf, pos + BASE_OFFSET_AT)
         control = (attributes & CONTROL_MASK) != 0
         codec = attributes & CODEC_MASK
@@ -282,7 +280,7 @@ def compressed_run(buf, pos, end, limit):
         status, total, magic = framing(buf, pos, end)
         if status != CONTINUE or magic != 2:
             break
-        codec = np.int64(buf[pos + ATTRIBUTES_AT + 1]) & CODEC_MASK
+        codec = np.int64(buf[pos + ATTRIBUTES_OFFSET + 1]) & CODEC_MASK
         if codec == NONE_CODEC:
             break
         positions[n] = pos

@@ -9,22 +9,24 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kafka_log_core.format.record_batch import BatchRetention
-from kafka_log_core.kernels.batch_header import (
-    ATTRIBUTES_AT,
-    BASE_TIMESTAMP_AT,
-    BATCH_LENGTH_AT,
+from kafka_log_core.format.record_batch import (
+    ATTRIBUTES_OFFSET,
     CODEC_MASK,
     CONTROL_MASK,
-    CRC_AT,
+    CRC_OFFSET,
     DELETE_HORIZON_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MAX_TIMESTAMP_AT,
     NO_TIMESTAMP,
-    RECORDS_COUNT_AT,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    BatchRetention,
+)
+from kafka_log_core.kernels.batch_header import (
+    BASE_TIMESTAMP_AT,
+    BATCH_LENGTH_AT,
+    MAX_TIMESTAMP_AT,
+    RECORDS_COUNT_AT,
     batch_head,
 )
 from kafka_log_core.kernels.chunk_walk import (
@@ -176,7 +178,7 @@ def _write_header(out, w, src, src_pos, length, attributes, base_ts, max_ts, cou
     from the original header at ``src[src_pos]``; the CRC is written by ``_seal``."""
     copy_bytes(out, w, src, src_pos, HEADER_SIZE)  # then the fields that change
     write_i32(out, w + BATCH_LENGTH_AT, length - LOG_OVERHEAD)
-    write_i16(out, w + ATTRIBUTES_AT, attributes)
+    write_i16(out, w + ATTRIBUTES_OFFSET, attributes)
     write_i64(out, w + BASE_TIMESTAMP_AT, base_ts)
     write_i64(out, w + MAX_TIMESTAMP_AT, max_ts)
     write_i32(out, w + RECORDS_COUNT_AT, count)
@@ -184,7 +186,7 @@ def _write_header(out, w, src, src_pos, length, attributes, base_ts, max_ts, cou
 
 @njit(cache=True, inline="always")
 def _seal(out, w, length):
-    write_i32(out, w + CRC_AT, crc32c(out, w + ATTRIBUTES_AT, length - ATTRIBUTES_AT))
+    write_i32(out, w + CRC_OFFSET, crc32c(out, w + ATTRIBUTES_OFFSET, length - ATTRIBUTES_OFFSET))
 
 
 @njit(cache=True, inline="always")

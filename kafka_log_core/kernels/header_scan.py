@@ -7,26 +7,27 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kafka_log_core.kernels.batch_header import (
-    ATTRIBUTES_AT,
-    BASE_SEQUENCE_AT,
-    BATCH_LENGTH_AT,
+from kafka_log_core.format.log_file import HEADER_SIZE_UP_TO_MAGIC, MIN_ENTRY_SIZE
+from kafka_log_core.format.record_batch import (
+    ATTRIBUTES_OFFSET,
     CODEC_MASK,
     CONTROL_ABORT,
     CONTROL_COMMIT,
     CONTROL_MASK,
-    CRC_AT,
+    CRC_OFFSET,
     HEADER_SIZE,
-    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+)
+from kafka_log_core.kernels.batch_header import (
+    BASE_SEQUENCE_AT,
+    BATCH_LENGTH_AT,
     LAST_OFFSET_DELTA_AT,
     LEGACY_ATTRIBUTES_AT,
     LEGACY_MIN_MESSAGE_SIZE_V0,
     LEGACY_MIN_MESSAGE_SIZE_V1,
     LEGACY_TIMESTAMP_AT,
-    LOG_OVERHEAD,
     MAGIC_AT,
-    MIN_ENTRY_SIZE,
-    NO_TIMESTAMP,
     RECORDS_COUNT_AT,
     batch_head,
     framing,
@@ -79,7 +80,7 @@ def _grow_rows(rows):
 def _marker(buf, pos, total):
     """(control type, coordinator epoch) of a control batch with records, read from its first record."""
     count = read_i32(buf, pos + RECORDS_COUNT_AT)
-    if count != 1 or buf[pos + ATTRIBUTES_AT + 1] & CODEC_MASK:
+    if count != 1 or buf[pos + ATTRIBUTES_OFFSET + 1] & CODEC_MASK:
         return UNREADABLE_CONTROL, -1
     end = pos + total
     err, err_pos, rec_end, body, tsd, od, kpos, klen, vlen = walk_record(buf, pos + HEADER_SIZE, end)
@@ -201,6 +202,6 @@ def verify_batches(buf, pos, end):
             return status, pos
         if magic != 2:
             return STOP_LEGACY, pos
-        if crc32c(buf, pos + ATTRIBUTES_AT, total - ATTRIBUTES_AT) != read_u32(buf, pos + CRC_AT):
+        if crc32c(buf, pos + ATTRIBUTES_OFFSET, total - ATTRIBUTES_OFFSET) != read_u32(buf, pos + CRC_OFFSET):
             return ERR_CRC, pos
         pos += total

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kafka_log_core.kernels.batch_header import NO_TIMESTAMP
+from kafka_log_core.format.index_base import MAX_RELATIVE_OFFSET
+from kafka_log_core.format.offset_index import MAX_POSITION
+from kafka_log_core.format.record_batch import NO_TIMESTAMP
 
 # ---------------------------------------------------------------------------------------------- indexes
 INDEX_STATE = np.dtype(
@@ -28,8 +30,6 @@ INDEX_STATE = np.dtype(
 INDEX_OK, INDEX_OFFSET_RANGE, INDEX_POSITION_ORDER, INDEX_OFFSET_FULL, INDEX_TIME_FULL, INDEX_NOT_ABOVE = (
     range(6)
 )
-MAX_RELATIVE_OFFSET = 2**31 - 1
-MAX_POSITION = 2**31 - 1
 
 
 @njit(cache=True)

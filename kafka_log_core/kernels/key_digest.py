@@ -21,8 +21,6 @@ from kafka_log_core.kernels.record_walk import (
     RECORD_COLUMNS,
     SOURCE_AREAS,
     SOURCE_BUF,
-    W_KEY_LEN,
-    W_KEY_POS,
     WANT_HASH,
     walk_records,
 )
@@ -218,10 +216,10 @@ def hash_keys(area, key_pos, key_len):
 
 @njit(cache=True)
 def walk_and_hash(area, start, end, count, base_offset):
-    """``walk_records`` then ``hash_keys`` over the keys it found, in one call."""
+    """``walk_records``, then the digests of the keys it found (rows of ``(count, 2)`` uint64: DIGEST_HI,
+    DIGEST_LO; zero for null keys), in one call. Returns (err, err_pos, table, digests)."""
     err, err_pos, table = walk_records(area, start, end, count, base_offset)
-    if err != OK:
-        z = np.zeros(0, dtype=np.uint64)
-        return err, err_pos, table, z, z
-    hi, lo = hash_keys(area, table[W_KEY_POS], table[W_KEY_LEN])
-    return err, err_pos, table, hi, lo
+    digests = np.zeros((table.shape[0], 2), dtype=np.uint64)
+    if err == OK:
+        hash_rows(area, area, area, table, digests, 0, table.shape[0])
+    return err, err_pos, table, digests

@@ -8,7 +8,8 @@ import numpy as np
 from numba import njit
 
 from kafka_log_core.constants import MAX_LONG
-from kafka_log_core.kernels.batch_header import CONTROL_MASK, RECORDS_COUNT_AT, TRANSACTIONAL_MASK, batch_head
+from kafka_log_core.format.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK
+from kafka_log_core.kernels.batch_header import RECORDS_COUNT_AT, batch_head
 from kafka_log_core.kernels.chunk_walk import (
     AREA_KERNEL,
     B_AREA,

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kafka_log_core.constants import MAX_LONG, MIN_LONG
+
 # Error codes returned by the record walk (0 = ok).
 OK = 0
 ERR_VARINT = 1
@@ -125,41 +127,13 @@ def walk_record(area, p, end):
     return OK, z, rec_end, body, tsd, od, kpos, klen, vlen
 
 
-# The rows of walk_records' table (one contiguous row per column; read them by these names).
-(W_OFFSET, W_REC_START, W_REC_END, W_BODY_START, W_TS_DELTA, W_KEY_POS, W_KEY_LEN, W_VALUE_LEN) = range(8)
-WALK_ROWS = 8
-
-
-@njit(cache=True)
-def walk_records(area, start, end, count, base_offset):
-    """Walk ``count`` v2 records in ``area[start:end]`` (uncompressed). Returns (err, err_pos, table)
-    with table int64 (WALK_ROWS, count), one contiguous row per column: W_OFFSET, W_REC_START, W_REC_END,
-    W_BODY_START (position of the attributes byte), W_TS_DELTA, W_KEY_POS, W_KEY_LEN (-1 null),
-    W_VALUE_LEN (-1 null)."""
-    table = np.empty((WALK_ROWS, count), dtype=np.int64)
-    p = start
-    for i in range(count):
-        err, err_pos, rec_end, body, tsd, od, kpos, klen, vlen = walk_record(area, p, end)
-        if err != OK:
-            return err, err_pos, table[:, :i]
-        table[W_OFFSET, i] = base_offset + od
-        table[W_REC_START, i] = p
-        table[W_REC_END, i] = rec_end
-        table[W_BODY_START, i] = body
-        table[W_TS_DELTA, i] = tsd
-        table[W_KEY_POS, i] = kpos
-        table[W_KEY_LEN, i] = klen
-        table[W_VALUE_LEN, i] = vlen
-        p = rec_end
-    if p != end:
-        return ERR_LEFTOVER, p, table
-    return OK, p, table
-
-
-# passes one array around, not one per column.
+# The record table: one int64 row per record, so that a kernel passes one array around, not one per
+# column. Read it by these names.
 (R_OFFSET, R_REC_END, R_BODY, R_TS_DELTA, R_KEY_POS, R_KEY_LEN, R_VALUE_LEN, R_WANT, R_KEEP,
  R_NEW_TS_DELTA, R_SOURCE) = range(11)  # fmt: skip
 RECORD_COLUMNS = 11
+# R_BODY: the position of the record's attributes byte (after its length); lengths are -1 for null.
+# R_KEEP, R_NEW_TS_DELTA: pass 2's decision and the timestamp delta a rebuilt record gets.
 # R_SOURCE: which buffer holds the record (positions are in it): the segment's bytes, records Python
 # decompressed, records the kernel decompressed.
 SOURCE_BUF, SOURCE_AREAS, SOURCE_KAREA = 0, 1, 2
@@ -190,5 +164,16 @@ def walk_into(area, start, end, count, base_offset, rec, r0, control, hash_from,
         rec[r, R_SOURCE] = source
         p = rec_end
     if p != end:
-        return 5, p  # kernels.ERR_LEFTOVER
+        return ERR_LEFTOVER, p
     return OK, np.int64(0)
+
+
+@njit(cache=True)
+def walk_records(area, start, end, count, base_offset):
+    """Walk ``count`` v2 records in ``area[start:end]`` (uncompressed) into a record table of their own,
+    every keyed record marked WANT_HASH. Returns (err, err_pos, table)."""
+    table = np.zeros((count, RECORD_COLUMNS), dtype=np.int64)
+    err, err_pos = walk_into(
+        area, start, end, count, base_offset, table, 0, False, MIN_LONG, MAX_LONG, SOURCE_BUF
+    )
+    return err, err_pos, table

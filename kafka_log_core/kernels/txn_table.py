@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kafka_log_core.kernels.batch_header import CONTROL_ABORT, CONTROL_COMMIT
+from kafka_log_core.format.record_batch import CONTROL_ABORT, CONTROL_COMMIT
 
 # The transaction tracker: producer id -> state, open addressing (power-of-two size, at most half full).
 TXN_SLOT = np.dtype(

@@ -87,7 +87,7 @@ class CleanedSegment:
     def _size(self, n: int) -> None:
         self.buffer = np.empty(n, dtype=np.uint8)
         self.batches = np.zeros(
-            n // batch_header.HEADER_SIZE + 1, dtype=clean_pass.OUT_BATCH
+            n // record_batch.HEADER_SIZE + 1, dtype=clean_pass.OUT_BATCH
         )  # every batch is >= 61 bytes
 
     def start(self, st: np.ndarray) -> None:
@@ -240,7 +240,7 @@ def _i32_at(buf: np.ndarray, position: int) -> int:
 
 
 def _batch_size(buf: np.ndarray, position: int) -> int:
-    return batch_header.LOG_OVERHEAD + _i32_at(buf, position + batch_header.BATCH_LENGTH_AT)
+    return record_batch.LOG_OVERHEAD + _i32_at(buf, position + batch_header.BATCH_LENGTH_AT)
 
 
 def _entry(segment: Segment, position: int) -> FileBatch:
@@ -472,7 +472,7 @@ def clean_segment(
             needed = (
                 _batch_size(buf, position)
                 + clean_pass.REBUILD_GROWTH_PER_RECORD * count
-                + batch_header.HEADER_SIZE
+                + record_batch.HEADER_SIZE
             )
             out.make_room(st, needed, buf, scratch)
         elif status == statuses.STOP_TXN:

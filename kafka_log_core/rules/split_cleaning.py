@@ -43,6 +43,7 @@ from numba import njit
 
 from kafka_log_core import fsutil
 from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.format import record_batch
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
     INDEX_SUFFIX,
@@ -54,7 +55,6 @@ from kafka_log_core.format.filenames import (
 )
 from kafka_log_core.format.txn_index import AbortedTxn
 from kafka_log_core.kernels import (
-    batch_header,
     clean_pass,
     digest_store,
     header_scan,
@@ -218,9 +218,9 @@ def _track(segment: Segment, rows: np.ndarray, tracker: TransactionTracker) -> b
         np.any(
             (
                 rows[:, header_scan.H_ATTRIBUTES]
-                & (batch_header.TRANSACTIONAL_MASK | batch_header.CONTROL_MASK)
+                & (record_batch.TRANSACTIONAL_MASK | record_batch.CONTROL_MASK)
             )
-            == batch_header.TRANSACTIONAL_MASK
+            == record_batch.TRANSACTIONAL_MASK
         )
         or np.any(rows[:, header_scan.H_MAGIC] < 2)
     )
@@ -252,7 +252,7 @@ def track_headers(rows, i, table, tstate, events):
         if rows[i, header_scan.H_MAGIC] == 2:
             pid = rows[i, header_scan.H_PRODUCER_ID]
             attributes = rows[i, header_scan.H_ATTRIBUTES]
-            if attributes & batch_header.CONTROL_MASK:
+            if attributes & record_batch.CONTROL_MASK:
                 count = rows[i, header_scan.H_RECORDS_COUNT]
                 ctype = rows[i, header_scan.H_CONTROL_TYPE]
                 if count > 0 and ctype == header_scan.UNREADABLE_CONTROL:
@@ -262,7 +262,7 @@ def track_headers(rows, i, table, tstate, events):
                 txn_table.track_control(table, tstate, events, pid, count, ctype)
             else:
                 grow, _ = txn_table.track_data(
-                    table, tstate, pid, (attributes & batch_header.TRANSACTIONAL_MASK) != 0, last
+                    table, tstate, pid, (attributes & record_batch.TRANSACTIONAL_MASK) != 0, last
                 )
                 if grow:
                     return statuses.STOP_TXN_TABLE, i
