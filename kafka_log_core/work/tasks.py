@@ -65,6 +65,7 @@ class JobOptions:
     force: bool = False
     log_start_offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
     recover: bool = True  # False (--no-recover): refuse partitions the broker's loader would change
+    recover_truncating: bool = False  # --recover-truncating: the loader's rule where it deletes valid data
     rounds: int = (
         1  # compact: cleaning rounds per run, each one broker round; 0 = until nothing more to clean
     )
@@ -205,6 +206,9 @@ def load(
                 + " empty .timeindex files (the loader's rule)"
             )
         return PartitionLog.open(task.log_dir, task.tp, ckpt)
+    if plan.destroys_valid_data and opts.recover and not opts.recover_truncating:
+        with_option = f"; with {recovery.RECOVER_TRUNCATING} it would recover: {plan.describe()}"
+        raise recovery.ValidDataRefusedError(plan.refusal() + (with_option if opts.dry_run else ""))
     row.set(
         recovered_segments=plan.segments_checked,
         recovered_bytes=plan.bytes_checked,
