@@ -541,13 +541,13 @@ def _flipped_bit_in_a_sealed_middle_segment(ld: Path) -> None:
     d = ld / "bitrot-0"
     for s in range(4):
         base = s * 200
-        segment(d, base, [kafka_python_batch(base + 20 * b, records(base + 20 * b, 20, keys=1000), ts=TS)
-                          for b in range(10)])  # fmt: skip
+        batches = [kafka_python_batch(base + 20 * b, records(base + 20 * b, 20, keys=1000), ts=TS) for b in range(10)]
+        if s == 1:  # a bit of a record's value in the fifth batch (inside what its CRC covers)
+            fifth = bytearray(batches[4])
+            fifth[61 + 40] ^= 0x10
+            batches[4] = bytes(fifth)
+        segment(d, base, batches)
     segment(d, 800, [kafka_python_batch(800, records(800, 5, keys=1000), ts=TS)])
-    log = d / "00000000000000000200.log"
-    data = bytearray(log.read_bytes())
-    data[len(data) // 2] ^= 0x10
-    log.write_bytes(bytes(data))
 
 
 RECOVERY_RUN = {
