@@ -238,7 +238,9 @@ SOLO = {
     "offsets --time: a 2 GiB sparse .timeindex": Solo(
         _sparse_time_index_offsets, 1, rf"orders-0/{SEG0}\.timeindex.*2147483644 bytes", OWNER_HOSTILE
     ),
-    "dump: a 2 GiB sparse .index": Solo(_sparse_index_dump, 1, rf"{SEG0}\.index.*2147483648 bytes", OWNER_HOSTILE),
+    "dump: a 2 GiB sparse .index": Solo(
+        _sparse_index_dump, 1, rf"{SEG0}\.index.*2147483648 bytes", OWNER_HOSTILE
+    ),
     "dump: a zstd batch of 2 GiB of zeros": Solo(
         _bomb_dump(4, lambda: zstd_zeros(2 * GiB)), 1, rf"{SEG0}\.log.*position 0", OWNER_CODECS
     ),
@@ -251,7 +253,9 @@ SOLO = {
     "dump: a batch header claiming 2^31-1 records": Solo(
         _count_lie_dump, 1, rf"{SEG0}\.log.*position 0", OWNER_CODECS
     ),
-    "retain --set retention.ms=<5000 digits>": Solo(_huge_setting_flag, 2, r"retention\.ms.*long", OWNER_HOSTILE),
+    "retain --set retention.ms=<5000 digits>": Solo(
+        _huge_setting_flag, 2, r"retention\.ms.*long", OWNER_HOSTILE
+    ),
     "retain: retention.ms=<5000 digits> in a topic file": Solo(
         _huge_setting_topic_file, 2, r"orders\.properties.*retention\.ms.*long", OWNER_HOSTILE
     ),
@@ -541,7 +545,9 @@ def _flipped_bit_in_a_sealed_middle_segment(ld: Path) -> None:
     d = ld / "bitrot-0"
     for s in range(4):
         base = s * 200
-        batches = [kafka_python_batch(base + 20 * b, records(base + 20 * b, 20, keys=1000), ts=TS) for b in range(10)]
+        batches = [
+            kafka_python_batch(base + 20 * b, records(base + 20 * b, 20, keys=1000), ts=TS) for b in range(10)
+        ]
         if s == 1:  # a bit of a record's value in the fifth batch (inside what its CRC covers)
             fifth = bytearray(batches[4])
             fifth[61 + 40] ^= 0x10
