@@ -563,7 +563,6 @@ RECOVERY_RUN = {
         "failed",
         r"bitrot-0/00000000000000000200\.log at position \d+",
         ("bitrot-0",),
-        OWNER_RECOVERY,
     ),  # fmt: skip
 }
 
