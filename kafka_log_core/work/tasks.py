@@ -373,6 +373,7 @@ def _compact_round(
         if done == 0:
             row.set(reason="; ".join([plan.reason, *notes]))
         return False, False
+    log.check_batch_offsets(plan.first_uncleanable_offset)  # what the round reads: offsets a broker wrote
     if opts.dry_run:
         estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
         records = estimate.records or 0
