@@ -35,6 +35,7 @@ from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import LogDirState, PartitionLog
 from kafka_log_core.rules import cleaner
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
+from kafka_log_core.settings.kafka_version import KafkaVersion
 
 TP = TopicPartition("t", 0)
 DAY = 86_400_000  # delete.retention.ms and producer.id.expiration.ms defaults
@@ -570,11 +571,11 @@ def test_cleaning_with_unkeyed_messages_removes_them(tmp_path):
     (10, [(0, 0, [0]), (10, 10, [10])]),
 ], ids=["ends-at-the-round-bound", "offset-gap-before-the-bound"])  # fmt: skip
 def test_clean_segments_retaining_last_empty_batch(tmp_path, active_base, expected):
-    # LogCleanerTest.testCleanSegmentsRetainingLastEmptyBatch (spec R2.2): a batch whose next offset is the
-    # round's first uncleanable offset stays as a header-only batch even when all its records go.
+    # LogCleanerTest.testCleanSegmentsRetainingLastEmptyBatch (spec R2.2) as of 4.0-4.3: a batch whose next
+    # offset is the round's first uncleanable offset stays as a header-only batch even when all its records go.
     gz = batch(1, [(None, "u1"), (None, "u2")], codec=compression.GZIP, ts=TS + 5)
     layout(tmp_path, {0: [single(0, "a", "1"), gz], active_base: [single(active_base, "a", "2")]})
-    clean(tmp_path)
+    clean(tmp_path, broker=BrokerConfig(kafka_version=KafkaVersion(4, 3)))
     assert shape(tmp_path) == expected
     if active_base == 3:
         empty = batches(tmp_path)[1]
@@ -586,6 +587,22 @@ def test_clean_segments_retaining_last_empty_batch(tmp_path, active_base, expect
         )
         assert (empty.producer_id, empty.producer_epoch, empty.base_sequence) == (-1, -1, -1)
         assert len(empty.raw) == 61
+
+
+
+@pytest.mark.parametrize(("version", "hw", "kept"), [
+    ("3.9.1", None, False),  # no rule R2.2 before KAFKA-17076
+    ("4.3.1", None, True),  # the batch ends at the round's bound (3)
+    ("4.4.0", None, False),  # KAFKA-20452: it must end at the high watermark (4, the log end offset)
+    ("4.4.0", 3, True),  # the high watermark at the round's bound
+], ids=["3.9.1", "4.3.1", "4.4.0-hw-at-leo", "4.4.0-hw-at-the-bound"])  # fmt: skip
+def test_from_4_4_the_empty_batch_kept_is_the_one_ending_at_the_high_watermark(tmp_path, version, hw, kept):
+    # Cleaner.cleanInto: RETAIN_EMPTY for batch.nextOffset() == upperBoundOffsetOfCleaningRound up to 4.3.1,
+    # == log.highWatermark() in 4.4.0. Offsets 1-2 are unkeyed, so nothing in that batch survives.
+    gz = batch(1, [(None, "u1"), (None, "u2")], codec=compression.GZIP, ts=TS + 5)
+    layout(tmp_path, {0: [single(0, "a", "1"), gz], 3: [single(3, "a", "2")]}, hw=hw)
+    clean(tmp_path, broker=BrokerConfig(kafka_version=KafkaVersion.parse(version)))
+    assert shape(tmp_path) == [(0, 0, [0])] + ([(1, 2, [])] if kept else []) + [(3, 3, [3])]
 
 
 # ================================================================================ tombstones (R3.7, R4)

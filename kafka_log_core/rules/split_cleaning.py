@@ -69,7 +69,7 @@ from kafka_log_core.rules.cleaner_segments import (
 from kafka_log_core.rules.producer_state import ProducerTable
 from kafka_log_core.rules.txn_tracker import TransactionTracker
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
-from kafka_log_core.settings.kafka_version import keeps_last_batch_of_round
+from kafka_log_core.settings.kafka_version import kept_batch_end
 
 BUCKET_BYTES = 256 * 1024 * 1024  # segment bytes per digest bucket (one combine task each), at most
 MAX_FIRST_MAP_KEYS = 1 << 22  # a pass-1 map starts at the segment's offset span, at most this, and doubles
@@ -118,7 +118,7 @@ class SplitPlan:
     cfg: LogConfig
     now_ms: int
     end_offset: int  # the new cleaner checkpoint: the first uncleanable offset
-    upper_bound: int  # rule R2.2's bound (-1 where the release lacks it)
+    upper_bound: int  # rule R2.2's bound (kafka_version.kept_batch_end; -1 where the release lacks it)
     legacy_horizon: int
     producers: np.ndarray  # segment_kernels.PRODUCER rows
     segments: tuple[SegmentJob, ...]
@@ -197,7 +197,7 @@ def plan_split(
         bucket_bits = max(1, math.ceil(math.log2(max(1, sum(s.size for s in to_clean)) / BUCKET_BYTES)))
     return SplitPlan(
         str(log.directory), plan, cfg, now_ms, upper,
-        upper if keeps_last_batch_of_round(broker.kafka_version) else -1,
+        kept_batch_end(broker.kafka_version, upper, log.high_watermark),
         legacy_horizon, producer_array(producers.active(now_ms, broker.producer_id_expiration_ms)),
         tuple(seg_jobs), tuple(group_jobs), bucket_bits,
     )  # fmt: skip
