@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 .DEFAULT_GOAL := help
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,13 @@ dist: $(STAMP) ## wheel + executors' Python environment archive in dist/ (rebuil
 test: $(STAMP) browser dist ## run the whole suite (core, Spark, a Spark cluster, real Kafka broker)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# No broker, no Spark, no cluster, no slow case: nothing is downloaded (the broker's jars and Spark's
+# packages come from Maven Central) and no JVM starts, so it runs offline in a few minutes.
+UNIT_MARKERS := not broker and not spark and not cluster and not slow
+
+test-unit: $(STAMP) ## the fast subset: the core on real files, without a JVM (a few minutes)
+	$(PY) -m pytest -q -m "$(UNIT_MARKERS)" $(PYTEST_ARGS)
+
 run: $(STAMP) ## generate a sample log dir; report (table + sample/report.html), compact, retain, offsets
 	$(PY) -m kafka_log_core.simulator.sample --out $(SAMPLE) --fresh --now-ms $(NOW_MS)
 	$(VENV)/bin/kafka-log-jobs report --log-dir $(SAMPLE) --conf-dir $(SAMPLE_CONF) --now-ms $(NOW_MS) --format table
@@ -45,7 +52,7 @@ bench: $(STAMP) ## benchmark: ratios measured side by side in one run
 	$(PY) -m bench.run
 
 soak: $(STAMP) ## long crash-injection run
-	SOAK=1 $(PY) -m pytest tests/test_crash_safety.py -s $(PYTEST_ARGS)
+	SOAK=1 $(PY) -m pytest tests/work/test_crash_safety.py -s $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff format check and lint, mypy on the core
 	$(VENV)/bin/ruff check kafka_log_core jobs spark_udfs tests bench
@@ -55,4 +62,4 @@ lint: $(STAMP) ## ruff format check and lint, mypy on the core
 clean: ## remove the virtualenv and generated data
 	rm -rf $(VENV) sample .pytest_cache dist
 
-.PHONY: help venv browser dist test run bench soak lint clean
+.PHONY: help venv browser dist test test-unit run bench soak lint clean

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-# The real Kafka broker fixtures live in tests/kafka_harness.py (rootdir is on sys.path for conftest).
-pytest_plugins = ["kafka_harness"]
+# The real Kafka broker fixtures live in tests/kafka_harness.py.
+pytest_plugins = ["tests.kafka_harness"]
 
 
 @pytest.fixture(scope="session")

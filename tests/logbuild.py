@@ -1,5 +1,11 @@
-"""Test helper: lay out segments batch by batch with exact boundaries (indexes built by the broker's
-rule), independent of the job code under test. Records are given as plain tuples."""
+"""Test helper: lay out segments batch by batch with exact boundaries. Records are given as plain tuples.
+
+What it builds with is the format layer of this code base: batches come from ``record_batch.build_batch``
+and the indexes from ``IndexBuilder`` (the broker's rule). Those two are pinned on their own against code
+nobody here wrote (kafka-python's codec and the spec's hex in tests/format/test_record_batch.py; the
+broker's index rule in tests/format/test_offset_index.py). So the layouts are independent of the
+cleaning, retention, recovery and job code the tests check, not of the format layer; a test of the
+format itself builds its input with kafka-python instead."""
 
 from __future__ import annotations
 

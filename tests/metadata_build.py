@@ -8,10 +8,9 @@ import base64
 import struct
 from pathlib import Path
 
-from logbuild import TS, write_segment
-
 from kafka_log_core.format import record_batch
 from kafka_log_core.format.record_batch import Record
+from tests.logbuild import TS, write_segment
 
 
 def uvarint(n: int) -> bytes:

@@ -1,0 +1,184 @@
+"""Smoke tests of the benchmark (``python -m bench.run``, what ``make bench`` runs) on tiny data.
+
+No timing assertions: only that a run finishes, writes its JSON and chart, and that what it reports is
+well formed. The generator's output is checked with kafka-python's decoder, which nobody here wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_bench(tmp_path: Path, *args: str) -> dict:
+    cmd = [sys.executable, "-m", "bench.run", "--quick", "--results-dir", str(tmp_path / "results"),
+           "--work-dir", str(tmp_path / "work"), *args]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    written = sorted((tmp_path / "results").glob("*.json"))
+    assert len(written) == 1
+    report = json.loads(written[0].read_text())
+    assert "targets" in proc.stdout and "ratios" in proc.stdout  # the terminal table
+    return report
+
+
+def assert_positive_ratios(report: dict, names: list[str]) -> None:
+    for name in names:
+        value = report["ratios"][name]
+        assert isinstance(value, int | float) and math.isfinite(value) and value > 0, (name, value)
+
+
+def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
+    report = run_bench(tmp_path, "--skip", "spark,kafka,skew,split")
+    assert {"schema", "timestamp", "quick", "machine", "workload", "measurements", "sections", "ratios",
+            "targets", "notes", "files"} <= set(report)  # fmt: skip
+    assert report["quick"] is True
+    for name in ("raw", "scan", "compaction", "memory", "sweep"):
+        assert report["sections"][name]["status"] == "ok", report["sections"][name]
+    for name in ("spark", "kafka", "skew", "split"):
+        assert report["sections"][name]["status"] == "skipped"
+    assert_positive_ratios(
+        report,
+        [
+            "scan_vs_kafka_python",
+            "scan_vs_crc32c_pass",
+            "scan_gb_per_s_per_core",
+            "compaction_mb_per_s_per_core",
+            "linearity_throughput_largest_vs_1x",
+            "map_bytes_per_distinct_key",
+            "peak_rss_vs_map_default_config",
+        ],
+    )
+    # Both decoders saw the same records of the same segment.
+    scan = report["sections"]["scan"]
+    assert scan["ours"]["records"] == scan["kafka_python"]["records"] > 0
+    # Every measurement row has its throughput and a peak memory.
+    for row in report["measurements"]:
+        assert row["seconds"] > 0 and row["bytes"] > 0 and row["mb_per_s"] > 0, row
+        assert row["peak_rss"] is None or row["peak_rss"] > 0
+    # The batch-shape sweep ran our side of every shape; each read what its generator says the segments
+    # below the active one hold (the active segment's batch is never cleaned, nor counted, as in Kafka).
+    shapes = report["sections"]["sweep"]["shapes"]
+    assert {"1 rec/batch none", "100 rec/batch lz4", "__consumer_offsets-like"} <= set(shapes)
+    for shape in shapes.values():
+        row = shape["ours"]["rows"][0]
+        assert row["status"] == "cleaned"
+        assert (
+            0 < row["records_after"] <= row["records_before"] == shape["cleanable_records"] < shape["records"]
+        )
+        assert (
+            shape["ours"]["kept"]["records"]
+            == row["records_after"] + shape["records"] - shape["cleanable_records"]
+        )
+    assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
+    assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
+    targets = {t["name"]: t for t in report["targets"]}
+    assert len(targets) == 15  # 13 in evaluate_targets, plus the skew and the split sections' own
+    for t in targets.values():
+        assert t["comparison"] in (">=", "<=")
+        assert t["verdict"].startswith(("MET", "MISSED", "NOT MEASURED"))
+        assert (t["met"] is None) == (t["measured"] is None)
+    kafka_target = targets["compaction >= 2x Kafka's cleaner (per CPU-s)"]
+    assert kafka_target["verdict"] == "NOT MEASURED"  # the kafka section was skipped
+    png = Path(report["files"]["png"])
+    assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.slow
+def test_quick_run_reports_spark_scaling(tmp_path):
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka,split")
+    sessions = {s["master"]: s for s in report["sections"]["spark"]["sessions"]}
+    assert set(sessions) == {"local[1]", "local[2]"}
+    assert sessions["local[1]"]["cores"] == 1 and sessions["local[2]"]["cores"] == 2
+    for session in sessions.values():
+        assert [r["partitions"] for r in session["runs"]] == [1, 2]
+        assert all(r["statuses"] == ["cleaned"] for r in session["runs"])
+    assert_positive_ratios(
+        report, ["spark_local2_vs_local1_at_max_partitions", "spark_local1_mb_per_s_per_core"]
+    )
+
+
+@pytest.mark.slow
+def test_quick_run_reports_skew_side_by_side(tmp_path):
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka,split")
+    skew = report["sections"]["skew"]
+    assert skew["status"] == "ok" and skew["cores"] == 2
+    runs = skew["runs"]
+    assert {n: r["partitions"] for n, r in runs.items()} == {
+        "large": 1,
+        "small": 15,
+        "mixed": 16,
+        "listing_order": 16,
+    }
+    assert skew["large_bytes"] == 8 * skew["small_bytes"]
+    assert (
+        runs["mixed"]["bytes"]
+        == runs["listing_order"]["bytes"]
+        == runs["large"]["bytes"] + runs["small"]["bytes"]
+    )
+    assert runs["mixed"]["records"] == runs["large"]["records"] + runs["small"]["records"]
+    assert set(runs["mixed"]["task_ms"]) == {f"skew-{p}" for p in range(16)}
+    assert_positive_ratios(
+        report, ["skew_mixed_vs_bound", "skew_listing_order_vs_bound", "skew_mixed_vs_listing_order"]
+    )
+    target = next(t for t in report["targets"] if t["name"].startswith("skew:"))
+    assert target["measured"] == report["ratios"]["skew_mixed_vs_bound"] and target["comparison"] == "<="
+
+
+def test_generator_output_decodes_with_kafka_python(tmp_path):
+    from kafka.record.memory_records import MemoryRecords
+
+    from bench.generate import KiB, MiB, Workload, generate
+
+    w = Workload(
+        partitions=2, partition_bytes=MiB, segment_bytes=256 * KiB, distinct_keys=500, tombstone_share=0.1,
+        codecs=("none", "gzip", "lz4", "zstd", "snappy"), txn_share=0.2, abort_share=0.5, seed=7,
+    )  # fmt: skip
+    manifest = generate(tmp_path / "logs", w)
+    for part in manifest.partitions:
+        directory = tmp_path / "logs" / f"{part.topic}-{part.partition}"
+        logs = sorted(directory.glob("*.log"))
+        assert len(logs) == part.segments > 2
+        offsets, keys, tombstones, data_batches, bytes_seen = [], Counter(), 0, 0, 0
+        for path in logs:
+            data = path.read_bytes()
+            bytes_seen += len(data)
+            records = MemoryRecords(data)
+            while (batch := records.next_batch()) is not None:
+                assert batch.validate_crc()
+                for record in batch:
+                    offsets.append(record.offset)
+                    if not batch.is_control_batch:
+                        keys[record.key] += 1
+                        tombstones += record.value is None
+                data_batches += not batch.is_control_batch
+        assert offsets == list(range(part.log_end_offset))  # dense: no gaps, in order
+        assert len(keys) == part.distinct_keys == 500
+        assert all(len(k) == w.key_bytes for k in keys)
+        assert sum(keys.values()) == part.records
+        assert tombstones == part.tombstones > 0
+        assert data_batches == part.batches
+        assert bytes_seen == part.bytes
+        assert part.aborted_txns > 0 and part.control_batches > part.aborted_txns
+        assert list(directory.glob("*.txnindex"))
+
+
+def test_generator_is_deterministic(tmp_path):
+    from bench.generate import KiB, Workload, generate
+
+    w = Workload(partition_bytes=200 * KiB, segment_bytes=64 * KiB, tombstone_share=0.05, txn_share=0.3)
+    generate(tmp_path / "a", w)
+    generate(tmp_path / "b", w)
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert files
+    for rel in files:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel

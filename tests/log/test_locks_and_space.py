@@ -1,0 +1,129 @@
+"""Never two writers, and no space is no loss: a live broker's log dir is refused, two jobs cannot write
+one partition, a broker cannot start under a job, and running out of disk mid-rewrite keeps the original."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.partition_log import LogDirState
+from kafka_log_core.rules import cleaner_segments
+from kafka_log_core.settings.config import load_config
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
+from tests.logbuild import TS, batch, make_log
+
+NOW = TS + 3_600_000
+
+
+def _layout(log_dir):
+    make_log(
+        log_dir,
+        "t",
+        0,
+        {0: [batch(0, [("a", "1"), ("b", "1")]), batch(2, [("a", "2")])], 3: [batch(3, [("c", "1")])]},
+        clean_shutdown=True,
+    )
+    return log_dir / "t-0"
+
+
+def _compact(log_dir):
+    configs = load_config(None, [], [], ["cleanup.policy=compact"])
+    tp = TopicPartition("t", 0)
+    task = PartitionTask(str(log_dir), "t", 0, LogDirState.read(log_dir).for_partition(tp))
+    return compact_partition(task, configs, JobOptions(now_ms=NOW))
+
+
+def _snapshot(directory):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+def _hold_partition_lock(log_dir):
+    """Another process running a job on t-0: holds our partition lock until killed."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import time
+            from kafka_log_core.log import locks
+            from kafka_log_core.format.filenames import TopicPartition
+            with locks.partition_lock({str(log_dir)!r}, TopicPartition("t", 0)):
+                print("held", flush=True)
+                time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout.readline().strip() == b"held"
+    return child
+
+
+def test_two_jobs_cannot_write_the_same_partition(tmp_path):
+    d = _layout(tmp_path)
+    before = _snapshot(d)
+    other = _hold_partition_lock(tmp_path)
+    try:
+        row = _compact(tmp_path)
+        assert row["status"] == "skipped"  # the other job's result stands: nothing failed
+        assert "being written by another kafka-log-jobs process" in row["reason"]
+        assert _snapshot(d) == before
+    finally:
+        other.kill()
+        other.wait()
+    assert _compact(tmp_path)["status"] == "cleaned"  # the lock died with its process
+
+
+def test_running_out_of_space_mid_rewrite_keeps_the_original(tmp_path, monkeypatch):
+    d = _layout(tmp_path)
+    before = _snapshot(d)
+
+    # Fails when the cleaned segment's buffered batches would reach the disk.
+    def full_disk(self, st, source=None, scratch=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cleaner_segments.CleanedSegment, "flush", full_disk)
+    row = _compact(tmp_path)
+    assert row["status"] == "failed" and "No space left on device" in row["reason"]
+    assert _snapshot(d) == before  # no .cleaned file left behind, originals untouched
+    monkeypatch.undo()
+    assert _compact(tmp_path)["status"] == "cleaned"
+
+
+def test_too_little_free_space_is_refused_before_writing(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    d = _layout(tmp_path)
+    before = _snapshot(d)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10, 10))
+    row = _compact(tmp_path)
+    assert (
+        row["status"] == "failed" and "bytes free" in row["reason"] and "nothing was changed" in row["reason"]
+    )
+    assert _snapshot(d) == before
+
+
+@pytest.mark.broker
+def test_a_running_broker_is_refused_and_cannot_start_under_a_job(kafka_broker, tmp_path):
+    from tests.kafka_harness import BrokerHarnessError, create_topic, produce
+
+    broker = kafka_broker(**{"log.cleaner.enable": "false"})
+    create_topic(broker.bootstrap, "t", 1, {"cleanup.policy": "compact"})
+    produce(broker.bootstrap, "t", [(b"a", b"1"), (b"a", b"2"), (b"b", b"1")])
+    log_dir = broker.log_dir
+    row = _compact(log_dir)
+    assert row["status"] == "failed" and "running" in row["reason"]
+    broker.stop()
+    # While a job holds the log dir, the broker refuses to start (it cannot take .lock).
+    other = _hold_partition_lock(log_dir)
+    try:
+        with pytest.raises(BrokerHarnessError, match=r"(?i)lock"):
+            broker.start(timeout=30)
+    finally:
+        other.kill()
+        other.wait()
+        if broker.running:
+            broker.stop()
