@@ -589,7 +589,6 @@ def test_clean_segments_retaining_last_empty_batch(tmp_path, active_base, expect
         assert len(empty.raw) == 61
 
 
-
 @pytest.mark.parametrize(("version", "hw", "kept"), [
     ("3.9.1", None, False),  # no rule R2.2 before KAFKA-17076
     ("4.3.1", None, True),  # the batch ends at the round's bound (3)

@@ -219,10 +219,14 @@ def test_settings_new_in_4_4_follow_the_release(tmp_path, version):
         assert topic.for_topic("orders").max_decompressed_message_bytes == 1000
         assert broker.default.max_decompressed_message_bytes == 2000
         assert dynamic.default.max_decompressed_message_bytes == 3000
-        assert "must be between 1 and 2147483639" in str(attempt(topic_file="max.decompressed.message.bytes=0\n"))
+        assert "must be between 1 and 2147483639" in str(
+            attempt(topic_file="max.decompressed.message.bytes=0\n")
+        )
     else:
         assert "not a Kafka 4.3 topic config" in str(topic)
-        assert broker.default.max_decompressed_message_bytes == 2147483639  # an unknown broker setting: ignored
+        assert (
+            broker.default.max_decompressed_message_bytes == 2147483639
+        )  # an unknown broker setting: ignored
         assert any(i.startswith("max.decompressed.message.bytes") for i in broker.ignored)
         assert dynamic.default.max_decompressed_message_bytes == 2147483639
     lags = "remote.copy.lag.ms=5\nremote.copy.lag.bytes=5\nerrors.deadletterqueue.group.enable=true\n"
