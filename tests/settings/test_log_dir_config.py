@@ -224,9 +224,8 @@ def test_settings_new_in_4_4_follow_the_release(tmp_path, version):
         )
     else:
         assert "not a Kafka 4.3 topic config" in str(topic)
-        assert (
-            broker.default.max_decompressed_message_bytes == 2147483639
-        )  # an unknown broker setting: ignored
+        # an unknown broker setting to Kafka 4.3: ignored
+        assert broker.default.max_decompressed_message_bytes == 2147483639
         assert any(i.startswith("max.decompressed.message.bytes") for i in broker.ignored)
         assert dynamic.default.max_decompressed_message_bytes == 2147483639
     lags = "remote.copy.lag.ms=5\nremote.copy.lag.bytes=5\nerrors.deadletterqueue.group.enable=true\n"
