@@ -38,6 +38,7 @@ from kafka_log_core.kernels import segment_kernels as sk
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
+from kafka_log_core.rules import record_size_limit
 from kafka_log_core.rules.cleaner_segments import (
     NO_STORE,
     CleanedSegment,
@@ -347,6 +348,7 @@ def clean_log(
             if seg.base_offset not in verified:
                 verify_segment(seg)
                 seg.drop_cache()
+    record_size_limit.check_round(log.segments_in(log.log_start_offset, upper), cfg, broker)
     active = producer_array(producers.active(now_ms, broker.producer_id_expiration_ms))
     tracker = TransactionTracker(record_events=True)
     # Rule R2.2 (keep the batch ending there, as an empty batch if need be) differs between releases.

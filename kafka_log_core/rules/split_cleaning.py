@@ -59,6 +59,7 @@ from kafka_log_core.kernels.digest_rows import ROW_WORDS, ArrayPool, combine, la
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
+from kafka_log_core.rules import record_size_limit
 from kafka_log_core.rules.cleaner import CleanPlan, CleanResult, CleanStats, group_segments, swap_in
 from kafka_log_core.rules.cleaner_segments import (
     CleanedSegment,
@@ -146,11 +147,13 @@ def plan_split(
     log: PartitionLog, plan: CleanPlan, cfg: LogConfig, broker: BrokerConfig, now_ms: int, producers: ProducerTable,
     bucket_bits: int | None = None,
 ) -> SplitPlan:  # fmt: skip
-    """The sequential facts of the round, from batch headers and the indexes (no record is read)."""
+    """The sequential facts of the round, from batch headers and the indexes (no record is read, unless a
+    lowered max.decompressed.message.bytes needs checking: ``record_size_limit``)."""
     first_dirty, upper = plan.first_dirty_offset, plan.first_uncleanable_offset
     if first_dirty >= upper:
         raise NotSplittable(f"{log.directory}: no dirty section to clean")
     to_clean = [s for s in log.segments if s.base_offset < upper]
+    record_size_limit.check_round(to_clean, cfg, broker)
     groups = group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, upper)
     dirty = {s.base_offset for s in log.segments_in(first_dirty, upper)}
 
