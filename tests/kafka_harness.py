@@ -996,6 +996,11 @@ def segment_files(partition_dir: Path, suffix: str = ".log") -> list[Path]:
     )
 
 
+def log_files(partition_dir: Path) -> dict[str, bytes]:
+    """Name -> bytes of each ``.log`` segment file of one partition directory."""
+    return {p.name: p.read_bytes() for p in segment_files(partition_dir)}
+
+
 # --------------------------------------------------------------------------------------------------
 # pytest wiring
 # --------------------------------------------------------------------------------------------------
