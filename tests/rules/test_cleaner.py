@@ -1461,13 +1461,22 @@ def test_rebuilt_legacy_log_append_time_inner_messages_carry_the_timestamp_type(
     assert _wrapper_inner_messages(batches(tmp_path)[0].raw) == [(0, 1, 0x08, w)]
 
 
-def test_legacy_last_batch_of_the_round_without_kept_records_is_kept_unchanged(tmp_path):
-    # Spec R5: the broker throws (empty batches are v2 only); we keep the entry as it is.
+@pytest.mark.parametrize(("version", "hw"), [("4.3.1", None), ("4.4.0", 2)], ids=["4.3.1", "4.4.0-hw-at-2"])
+def test_legacy_last_batch_of_the_round_without_kept_records_is_kept_unchanged(tmp_path, version, hw):
+    # Spec R5: where rule R2.2 keeps the entry ending at 2 (the round's bound up to 4.3, the high watermark
+    # from 4.4) the broker throws (empty batches are v2 only); we keep the entry as it is.
     unkeyed = legacy(1, None, "u")
-    layout(tmp_path, {0: [legacy(0, "a", "1"), unkeyed], 2: [legacy(2, "b", "1")]})
-    clean(tmp_path)
+    layout(tmp_path, {0: [legacy(0, "a", "1"), unkeyed], 2: [legacy(2, "b", "1")]}, hw=hw)
+    clean(tmp_path, broker=BrokerConfig(kafka_version=KafkaVersion.parse(version)))
     assert batches(tmp_path)[1].raw == unkeyed
     assert data_records(tmp_path) == [(0, b"a", b"1"), (1, None, b"u"), (2, b"b", b"1")]
+
+
+def test_from_4_4_a_legacy_entry_emptied_at_a_bound_below_the_high_watermark_goes(tmp_path):
+    # Rule R2.2 of 4.4 does not reach it (the high watermark is the log end, 3): DELETE_EMPTY, no throw.
+    layout(tmp_path, {0: [legacy(0, "a", "1"), legacy(1, None, "u")], 2: [legacy(2, "b", "1")]})
+    clean(tmp_path, broker=BrokerConfig(kafka_version=KafkaVersion(4, 4)))
+    assert data_records(tmp_path) == [(0, b"a", b"1"), (2, b"b", b"1")]
 
 
 # ============================================================================== §7: files and the swap
