@@ -31,8 +31,7 @@ from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.offset_index import OffsetIndex, parse_offset_index
 from kafka_log_core.format.time_index import TimeIndex, parse_time_index
 from kafka_log_core.format.txn_index import AbortedTxn, read_txn_index
-from kafka_log_core.kernels import primitives as kernels
-from kafka_log_core.kernels import segment_kernels
+from kafka_log_core.kernels import fields, header_scan, statuses
 
 _OFFSET_SIZE = struct.Struct(">qi")
 
@@ -87,7 +86,7 @@ class Segment:
         the compiled passes walk."""
         array = self._cache.get("array")
         if array is None:
-            array = kernels.as_bytes(self.read())
+            array = fields.as_bytes(self.read())
             self._cache["array"] = array
         return array
 
@@ -95,17 +94,17 @@ class Segment:
         self._cache.clear()
 
     def headers(self, start_position: int = 0) -> np.ndarray:
-        """Every batch header from ``start_position`` as rows of ``segment_kernels.HEADER_ROW``, from one
+        """Every batch header from ``start_position`` as rows of ``header_scan.HEADER_ROW``, from one
         compiled scan (not strict: a partial batch at the end is left out, as readers do)."""
         cached = "array" in self._cache
         array = self.buffer()
         try:
-            status, position, rows = segment_kernels.scan_headers(array, start_position, array.shape[0])
-            if status != segment_kernels.DONE:  # the readable reader raises with the detail
+            status, position, rows = header_scan.scan_headers(array, start_position, array.shape[0])
+            if status != statuses.DONE:  # the readable reader raises with the detail
                 for _ in log_file.iter_batches(self.read(), self.log_path, position):
                     break
                 raise CorruptDataError("malformed batch", self.log_path, position)
-            return segment_kernels.header_rows(rows)
+            return header_scan.header_rows(rows)
         finally:
             if not cached:
                 self.drop_cache()

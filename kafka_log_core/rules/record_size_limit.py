@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kafka_log_core.errors import RecordTooLargeError
-from kafka_log_core.format import compression
+import numpy as np
+
+from kafka_log_core.errors import CorruptRecordError, RecordTooLargeError
+from kafka_log_core.format import compression, record_batch
 from kafka_log_core.format.legacy_records import LOG_OVERHEAD
 from kafka_log_core.format.log_file import FileBatch
-from kafka_log_core.kernels import scan
+from kafka_log_core.format.record_batch import BatchHeader
+from kafka_log_core.kernels import record_walk
 from kafka_log_core.log.segment import Segment
 from kafka_log_core.settings import kafka_version as kv
 from kafka_log_core.settings.config import TOPIC_KEYS, BrokerConfig, LogConfig
@@ -46,18 +49,33 @@ def check_round(segments: Iterable[Segment], cfg: LogConfig, broker: BrokerConfi
 
 
 def _check_batch(batch: FileBatch, limit: int) -> None:
-    table = scan.record_table(batch)
-    if table.legacy:
-        sizes = [(r.offset, r.size_in_bytes - LOG_OVERHEAD) for r in table.legacy]
-    elif table.rec_end is None or table.body_start is None:  # a batch without records
-        return
-    else:
-        bodies = table.rec_end - table.body_start
-        sizes = list(zip(table.offsets.tolist(), bodies.tolist(), strict=True))
-    for offset, size in sizes:
+    for offset, size in _record_sizes(batch):
         if size > limit:
             raise RecordTooLargeError(
                 f"{batch.path} at position {batch.position}: the record at offset {offset} is {size} bytes "
                 f"decompressed, more than {SETTING}={limit}; Kafka's cleaner fails on it and leaves the "
                 f"partition uncleanable (raise {SETTING} for this topic to compact it)"
             )
+
+
+def _record_sizes(batch: FileBatch) -> list[tuple[int, int]]:
+    """(offset, size Kafka checks) of each record of a compressed batch."""
+    header = batch.header
+    if not isinstance(header, BatchHeader):
+        return [(r.offset, r.size_in_bytes - LOG_OVERHEAD) for r in batch.records()]
+    try:
+        area = np.frombuffer(record_batch.records_area(header, batch.data), dtype=np.uint8)
+    except CorruptRecordError as err:
+        raise err.at(batch.path, batch.position + record_batch.HEADER_SIZE) from err
+    code, err_pos, table = record_walk.walk_records(
+        area, 0, area.shape[0], header.records_count, header.base_offset
+    )
+    if code != record_walk.OK:
+        raise CorruptRecordError(
+            f"{record_walk.ERROR_TEXT[code]} in batch at offset {header.base_offset} (byte {err_pos} of the "
+            "decompressed record area)",
+            batch.path,
+            batch.position + record_batch.HEADER_SIZE,
+        )
+    bodies = table[:, record_walk.R_REC_END] - table[:, record_walk.R_BODY]
+    return list(zip(table[:, record_walk.R_OFFSET].tolist(), bodies.tolist(), strict=True))
