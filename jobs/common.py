@@ -41,7 +41,7 @@ from pyspark.sql.types import (
 )
 
 from jobs import progress
-from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from kafka_log_core.format.filenames import list_partition_dirs, parse_segment_file
 from kafka_log_core.log import locks
@@ -233,7 +233,7 @@ def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: boo
         try:
             partitions = list_partition_dirs(d)
         except OSError as err:
-            failed.append(_dir_row(log_dir, f"cannot list {log_dir}: {err}"))
+            failed.append(_dir_row(log_dir, f"cannot list {log_dir}: {describe_os_error(err)}"))
             continue
         if not partitions:
             empty.append(no_partitions_hint(d))

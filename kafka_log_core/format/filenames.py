@@ -28,6 +28,7 @@ from typing import NamedTuple
 from kafka_log_core import fsutil
 from kafka_log_core.constants import MAX_INT, MAX_LONG
 from kafka_log_core.errors import UsageError
+from kafka_log_core.javacompat import parse_java_integer
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -133,8 +134,8 @@ def parse_segment_file(name: str) -> SegmentFileName | None:
     match = _SEGMENT_NAME.fullmatch(name)
     if match is None:
         return None
-    offset = int(match["digits"])
-    if offset > MAX_LONG:
+    offset = parse_java_integer(match["digits"])
+    if offset is None:
         return None
     return SegmentFileName(offset, match["suffix"], match["marker"])
 
@@ -163,8 +164,8 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     topic, dash, partition = name.rpartition("-")
     if not dash or not topic or not _PARTITION.fullmatch(partition):
         return None
-    number = int(partition)
-    if number > MAX_INT or topic == METADATA_TOPIC:
+    number = parse_java_integer(partition, 0, MAX_INT)
+    if number is None or topic == METADATA_TOPIC:
         return None
     return TopicPartition(topic, number)
 

@@ -158,7 +158,7 @@ def append_txn_index(path: str | os.PathLike[str], entries: Iterable[AbortedTxn]
         )
     current = parse_txn_index(existing, None, path)
     data = encode_txn_index(entries, current[-1].last_offset if current else None, path)
-    with open(target, "ab") as handle:
+    with fsutil.naming(target, "appending"), open(target, "ab") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())

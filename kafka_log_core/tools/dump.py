@@ -73,7 +73,7 @@ from kafka_log_core.format.record_batch import BatchHeader, Record
 from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafka_log_core.format.txn_index import KIND as TXN_KIND
-from kafka_log_core.javacompat import JavaHashMap
+from kafka_log_core.javacompat import JavaHashMap, parse_java_integer
 
 DEFAULT_MAX_BYTES = MAX_INT  # Kafka's default for --max-bytes: "read everything"
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size: bytes read at each offset-index position
@@ -322,10 +322,7 @@ def _existing_sibling(file: DumpedFile, suffix: str) -> Path:
 
 def _java_long(text: str) -> int | None:
     """``Long.parseLong``: optional sign and decimal digits, in the signed 64-bit range."""
-    if not re.fullmatch(r"[+-]?\d+", text):
-        return None
-    value = int(text)
-    return value if -(2**63) <= value < 2**63 else None
+    return parse_java_integer(text)
 
 
 def _base_offset(file: DumpedFile) -> int:

@@ -32,6 +32,7 @@ from kafka_log_core.errors import (
     KafkaLogError,
     PartitionBusyError,
     RefusedError,
+    describe_os_error,
 )
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log import checkpoint_files, locks
@@ -123,7 +124,7 @@ def run_guarded(task: PartitionTask, row_type: type[R], body: Callable[[RowDraft
     except KafkaLogError as err:
         row.set(status="failed", reason=str(err))
     except OSError as err:
-        row.set(status="failed", reason=f"{type(err).__name__}: {err}")
+        row.set(status="failed", reason=describe_os_error(err))
     except Exception as err:  # a bug: still one line in the table, with where it happened
         where = traceback.extract_tb(err.__traceback__)[-1]
         row.set(

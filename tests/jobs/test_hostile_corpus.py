@@ -252,10 +252,10 @@ SOLO = {
         _count_lie_dump, 1, rf"{SEG0}\.log.*position 0", OWNER_CODECS
     ),
     "retain --set retention.ms=<5000 digits>": Solo(
-        _huge_setting_flag, 2, r"retention\.ms.*long", OWNER_HOSTILE
+        _huge_setting_flag, 2, r"retention\.ms.*long"
     ),
     "retain: retention.ms=<5000 digits> in a topic file": Solo(
-        _huge_setting_topic_file, 2, r"orders\.properties.*retention\.ms.*long", OWNER_HOSTILE
+        _huge_setting_topic_file, 2, r"retention\.ms.*orders\.properties.*long"
     ),
 }
 
