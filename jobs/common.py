@@ -260,7 +260,7 @@ def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: boo
         try:
             state = LogDirState.read(d)
         except KafkaLogError as err:
-            msg = f"log-dir checkpoint unreadable (the broker would take this log dir offline): {err}"
+            msg = f"log-dir file unreadable (the broker would take this log dir offline): {err}"
             failed += [_dir_row(log_dir, msg, tp.topic, tp.partition) for tp, _ in partitions]
             continue
         for tp, _ in partitions:
