@@ -158,6 +158,14 @@ def shared_options(func: Callable) -> Callable:
             "the broker's log loader would: refuse those whose segment files it would change.",
         ),
         click.option(
+            "--recover-truncating",
+            is_flag=True,
+            help="Recover as the broker's log loader does even where it deletes valid data (truncating at the "
+            "first invalid batch and deleting the later segments of a crashed dir); by default only a crash's "
+            "torn or zero-filled tail is truncated, and a partition with valid data past an invalid batch is "
+            "refused.",
+        ),
+        click.option(
             "--output",
             type=click.Choice(["table", "json"]),
             default=None,
@@ -577,14 +585,20 @@ def emit(
     output: str | None,
     report_path: str | None,
     title: str,
+    *,
+    dry_run: bool = False,
 ) -> None:
-    """Print the result table (stdout: only the JSON array with --output json) and write the report."""
+    """Print the result table (stdout: only the JSON array with --output json; the closing summary of a
+    run whose recovery truncated records then goes to stderr) and write the report."""
     full = [{c: r.get(c) for c in columns} for r in rows]
     fmt = output or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
         sys.stdout.write(json.dumps(full, default=str) + "\n")
+        truncated = truncation_summary(full, dry_run)
+        if truncated:
+            tell(truncated)
     else:
-        click.echo(format_table(full, columns, title))
+        click.echo(format_table(full, columns, title, dry_run=dry_run))
     if report_path:
         if report_path.endswith(".parquet"):
             write_parquet(full, schema, report_path)
@@ -611,7 +625,21 @@ def write_parquet(rows: list[dict], schema, path: str) -> None:
 MAX_CELL = 80  # wider cells (reasons, settings) are wrapped onto more lines, never cut
 
 
-def format_table(rows: list[dict], columns: Sequence[str], title: str) -> str:
+def truncation_summary(rows: list[dict], dry_run: bool) -> str:
+    """What recovery truncated over the run ("" when nothing): every run that truncated records says so."""
+    hit = [r for r in rows if (r.get("truncated_bytes") or 0) > 0]
+    if not hit:
+        return ""
+    records = sum(r.get("truncated_records") or 0 for r in hit)
+    size = sum(r["truncated_bytes"] for r in hit)
+    verb = "would truncate" if dry_run else "truncated"
+    return (
+        f"recovery {verb} {records} record{'' if records == 1 else 's'} ({size} bytes) in {len(hit)} "
+        f"partition{'' if len(hit) == 1 else 's'}"
+    )
+
+
+def format_table(rows: list[dict], columns: Sequence[str], title: str, *, dry_run: bool = False) -> str:
     shown = (
         [c for c in columns if c != "log_dir"]
         if len({r.get("log_dir") for r in rows}) <= 1
@@ -630,7 +658,9 @@ def format_table(rows: list[dict], columns: Sequence[str], title: str) -> str:
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.get("status", "?")] = counts.get(r.get("status", "?"), 0) + 1
-    out.append(f"{len(rows)} partitions: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    closing = f"{len(rows)} partitions: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    truncated = truncation_summary(rows, dry_run)
+    out.append(closing + (f"; {truncated}" if truncated else ""))
     return "\n".join(out)
 
 
@@ -651,6 +681,8 @@ def _cell(v) -> str:
 
 
 def job_options(now_ms: int | None, **kw) -> JobOptions:
+    if kw.get("recover_truncating") and not kw.get("recover", True):
+        raise click.UsageError("--recover-truncating and --no-recover exclude each other")
     return JobOptions(now_ms=int(time.time() * 1000) if now_ms is None else now_ms, **kw)
 
 

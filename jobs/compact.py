@@ -80,8 +80,8 @@ def parse_rounds(ctx, param, value) -> int:
     "every key, cut into parallel tasks (0: always).",
 )
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
-            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover, output,
-            report_path, master, verbose, dry_run, rounds, split_above):  # fmt: skip
+            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover,
+            recover_truncating, output, report_path, master, verbose, dry_run, rounds, split_above):  # fmt: skip
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
     listing = common.list_tasks(
         log_dirs, topic_regex, writing=not dry_run
@@ -92,12 +92,12 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
     )  # fmt: skip
     opts = common.job_options(
         now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, recover=not no_recover,
-        rounds=rounds, split_above=split_above,
+        recover_truncating=recover_truncating, rounds=rounds, split_above=split_above,
     )  # fmt: skip
     spark = common.spark_session(master, "kafka-log-jobs compact", verbose=verbose)
     rows = run(spark, log_dirs, topic_regex, configs, opts, listing)
     title = "compaction plan (dry run)" if dry_run else "compaction"
-    common.emit(rows, SCHEMA, COLUMNS, spark, output, report_path, title)
+    common.emit(rows, SCHEMA, COLUMNS, spark, output, report_path, title, dry_run=dry_run)
     sys.exit(common.exit_status(rows))
 
 

@@ -202,8 +202,8 @@ def emit(spark, rows: list[dict], fmt: str, out: str | None, now_ms: int, title:
     "--no-duplicate-share", is_flag=True, help="Skip counting duplicates (reads only batch headers)."
 )
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
-            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover, output,
-            report_path, master, verbose, fmt, out, no_duplicate_share):  # fmt: skip
+            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover,
+            recover_truncating, output, report_path, master, verbose, fmt, out, no_duplicate_share):  # fmt: skip
     """Show what compaction and retention would do, per partition, without changing anything."""
     fmt = fmt or output or format_of(out) or ("table" if sys.stdout.isatty() else "json")
     if fmt == "parquet" and not out:
@@ -214,8 +214,9 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
         metadata_log_dirs,
     )  # fmt: skip
     opts = common.job_options(
-        now_ms, dry_run=True, require_high_watermark=require_high_watermark, recover=not no_recover
-    )
+        now_ms, dry_run=True, require_high_watermark=require_high_watermark, recover=not no_recover,
+        recover_truncating=recover_truncating,
+    )  # fmt: skip
     spark = common.spark_session(master, "kafka-log-jobs report", verbose=verbose)
     rows = run(
         spark, log_dirs, topic_regex, configs, opts, count_duplicates=not no_duplicate_share, listing=listing

@@ -57,8 +57,8 @@ def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]
     help="Advance a partition's log start offset (offline DeleteRecords; repeatable).",
 )
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
-            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover, output,
-            report_path, master, verbose, dry_run, force, log_start_offsets):  # fmt: skip
+            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover,
+            recover_truncating, output, report_path, master, verbose, dry_run, force, log_start_offsets):  # fmt: skip
     """Delete segments by retention.ms, retention.bytes and the log start offset, as the broker does."""
     listing = common.list_tasks(
         log_dirs, topic_regex, writing=not dry_run
@@ -69,7 +69,7 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
     )  # fmt: skip
     opts = common.job_options(
         now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, recover=not no_recover, force=force,
-        log_start_offsets=parse_log_start_offsets(log_start_offsets),
+        recover_truncating=recover_truncating, log_start_offsets=parse_log_start_offsets(log_start_offsets),
     )  # fmt: skip
     spark = common.spark_session(master, "kafka-log-jobs retain", verbose=verbose)
     rows = run(spark, log_dirs, topic_regex, configs, opts, listing)
@@ -81,6 +81,7 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
         output,
         report_path,
         "retention plan (dry run)" if dry_run else "retention",
+        dry_run=dry_run,
     )
     sys.exit(common.exit_status(rows))
 
