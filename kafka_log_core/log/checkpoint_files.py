@@ -117,7 +117,7 @@ def _current(key: str) -> _Kept:
         if kept is not None and kept.signature == _signature(key):
             return kept
         try:
-            fd = os.open(key, os.O_RDONLY)
+            fd = fsutil.open_regular(key)  # a FIFO or directory of that name: refused, never blocks
         except FileNotFoundError:
             _kept[key] = _NOTHING
             return _NOTHING

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kafka_log_core import fsutil
 from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.errors import CorruptDataError, CorruptIndexError
 from kafka_log_core.format import log_file
@@ -48,6 +49,7 @@ class Segment:
     def open(cls, directory: str | os.PathLike[str], base_offset: int) -> Segment:
         path = segment_file(directory, base_offset, LOG_SUFFIX)
         st = path.stat()
+        fsutil.check_regular(path, st)
         return cls(Path(directory), base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
 
     # ------------------------------------------------------------------ files
@@ -117,13 +119,13 @@ class Segment:
     @cached_property
     def offset_index(self) -> OffsetIndex:
         path = self.index_path
-        data = path.read_bytes() if path.exists() else b""
+        data = fsutil.read_regular(path) if path.exists() else b""
         return parse_offset_index(data, self.base_offset, path)
 
     @cached_property
     def time_index(self) -> TimeIndex:
         path = self.time_index_path
-        data = path.read_bytes() if path.exists() else b""
+        data = fsutil.read_regular(path) if path.exists() else b""
         return parse_time_index(data, self.base_offset, path)
 
     @cached_property
@@ -174,7 +176,7 @@ class Segment:
         if "data" in self._cache:
             yield from log_file.iter_batches(self._cache["data"], self.log_path, start_position, strict=False)
             return
-        with open(self.log_path, "rb") as f:
+        with fsutil.open_regular_file(self.log_path) as f:
             pos = start_position
             while pos + 17 < self.size:
                 f.seek(pos)
@@ -202,7 +204,7 @@ class Segment:
 
 
 def _read_head(path: Path, n: int) -> bytes:
-    with open(path, "rb") as f:
+    with fsutil.open_regular_file(path) as f:
         head = f.read(12)
         if len(head) < 12:
             return head
