@@ -88,7 +88,7 @@ CLEAN_STATE = np.dtype(
         ("area_next", np.int64),
         ("now_ms", np.int64),
         ("delete_retention_ms", np.int64),
-        ("upper_bound", np.int64),  # first uncleanable offset: the batch ending just below it is kept
+        ("upper_bound", np.int64),  # rule R2.2: the batch ending just below it is kept (-1: no such rule)
         ("latest_offset", np.int64),  # L from pass 1: records above it are kept untouched
         ("last_offset", np.int64),  # last offset of the batch at ``position`` (STOP_TXN)
         ("out_used", np.int64),  # bytes in the output buffer

@@ -39,6 +39,7 @@ from kafka_log_core.kernels import clean_pass, digest_store, map_pass, statuses
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
+from kafka_log_core.rules import record_size_limit
 from kafka_log_core.rules.cleaner_segments import (
     NO_STORE,
     CleanedSegment,
@@ -51,7 +52,7 @@ from kafka_log_core.rules.cleaner_segments import (
 from kafka_log_core.rules.producer_state import ProducerTable, build_producer_table
 from kafka_log_core.rules.txn_tracker import TransactionTracker
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
-from kafka_log_core.settings.kafka_version import keeps_last_batch_of_round
+from kafka_log_core.settings.kafka_version import kept_batch_end
 
 
 # ============================================================================================ planning
@@ -347,10 +348,11 @@ def clean_log(
             if seg.base_offset not in verified:
                 verify_segment(seg)
                 seg.drop_cache()
+    record_size_limit.check_round(log.segments_in(log.log_start_offset, upper), cfg, broker)
     active = producer_array(producers.active(now_ms, broker.producer_id_expiration_ms))
     tracker = TransactionTracker(record_events=True)
-    # Rule R2.2 (keep the round's last batch, as an empty batch if need be) exists only in some releases.
-    upper_bound = upper if keeps_last_batch_of_round(broker.kafka_version) else -1
+    # Rule R2.2 (keep the batch ending there, as an empty batch if need be) differs between releases.
+    upper_bound = kept_batch_end(broker.kafka_version, upper, log.high_watermark)
     st = statuses.new_state(
         clean_pass.CLEAN_STATE, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms, upper_bound=upper_bound,
         latest_offset=offset_map.latest_offset, max_batch_bytes=max_batch_bytes,

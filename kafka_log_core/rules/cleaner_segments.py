@@ -512,7 +512,7 @@ def _clean_legacy(
     batch = _entry(segment, position)
     tracker.consume_up_to(batch.last_offset)
     row = st[0]
-    # no producer: only the round's last batch is kept empty (rule R2.2)
+    # no producer: only the batch ending at rule R2.2's bound is kept empty
     last_of_round = batch.next_offset == int(row["upper_bound"])
     retention = BatchRetention.RETAIN_EMPTY if last_of_round else BatchRetention.DELETE_EMPTY
     table = scan.record_table(batch, int(row["max_batch_bytes"]))

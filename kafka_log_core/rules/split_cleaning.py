@@ -67,6 +67,7 @@ from kafka_log_core.kernels.digest_rows import ROW_WORDS, ArrayPool, combine, la
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
+from kafka_log_core.rules import record_size_limit
 from kafka_log_core.rules.cleaner import CleanPlan, CleanResult, CleanStats, group_segments, swap_in
 from kafka_log_core.rules.cleaner_segments import (
     CleanedSegment,
@@ -77,7 +78,7 @@ from kafka_log_core.rules.cleaner_segments import (
 from kafka_log_core.rules.producer_state import ProducerTable
 from kafka_log_core.rules.txn_tracker import TransactionTracker
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
-from kafka_log_core.settings.kafka_version import keeps_last_batch_of_round
+from kafka_log_core.settings.kafka_version import kept_batch_end
 
 BUCKET_BYTES = 256 * 1024 * 1024  # segment bytes per digest bucket (one combine task each), at most
 MAX_FIRST_MAP_KEYS = 1 << 22  # a pass-1 map starts at the segment's offset span, at most this, and doubles
@@ -126,7 +127,7 @@ class SplitPlan:
     cfg: LogConfig
     now_ms: int
     end_offset: int  # the new cleaner checkpoint: the first uncleanable offset
-    upper_bound: int  # rule R2.2's bound (-1 where the release lacks it)
+    upper_bound: int  # rule R2.2's bound (kafka_version.kept_batch_end; -1 where the release lacks it)
     legacy_horizon: int
     producers: np.ndarray  # clean_pass.PRODUCER rows
     segments: tuple[SegmentJob, ...]
@@ -155,11 +156,13 @@ def plan_split(
     log: PartitionLog, plan: CleanPlan, cfg: LogConfig, broker: BrokerConfig, now_ms: int, producers: ProducerTable,
     bucket_bits: int | None = None, max_batch_bytes: int = compression.MAX_BATCH_BYTES,
 ) -> SplitPlan:  # fmt: skip
-    """The sequential facts of the round, from batch headers and the indexes (no record is read)."""
+    """The sequential facts of the round, from batch headers and the indexes (no record is read, unless a
+    lowered max.decompressed.message.bytes needs checking: ``record_size_limit``)."""
     first_dirty, upper = plan.first_dirty_offset, plan.first_uncleanable_offset
     if first_dirty >= upper:
         raise NotSplittable(f"{log.directory}: no dirty section to clean")
     to_clean = [s for s in log.segments if s.base_offset < upper]
+    record_size_limit.check_round(to_clean, cfg, broker)
     groups = group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, upper)
     dirty = {s.base_offset for s in log.segments_in(first_dirty, upper)}
 
@@ -206,7 +209,7 @@ def plan_split(
         bucket_bits = max(1, math.ceil(math.log2(max(1, sum(s.size for s in to_clean)) / BUCKET_BYTES)))
     return SplitPlan(
         str(log.directory), plan, cfg, now_ms, upper,
-        upper if keeps_last_batch_of_round(broker.kafka_version) else -1,
+        kept_batch_end(broker.kafka_version, upper, log.high_watermark),
         legacy_horizon, producer_array(producers.active(now_ms, broker.producer_id_expiration_ms)),
         tuple(seg_jobs), tuple(group_jobs), bucket_bits, max_batch_bytes,
     )  # fmt: skip
