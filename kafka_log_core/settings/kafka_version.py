@@ -35,6 +35,11 @@ jars from Maven Central (the ``ConfigDef`` validators and the cleaner's methods)
 * Topic settings ``remote.copy.lag.ms``, ``remote.copy.lag.bytes`` (broker ``log.remote.copy.lag.*``)
   and ``errors.deadletterqueue.group.enable`` exist from 4.4 (tiered storage and share groups: not
   used offline).
+
+Not modelled: 4.4 reads a ``.txnindex`` entry's version as an int16 and fails the log dir's loading on
+any value but 0; 4.3 and older read only its first byte (signed) and refuse values above 0. The reader
+(``format.txn_index``) follows the older reading for every release. 4.4 also bounds the records its
+timestamp lookups decompress by ``max.decompressed.message.bytes``; the ``offsets`` job does not.
 """
 
 from __future__ import annotations

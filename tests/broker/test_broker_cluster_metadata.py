@@ -50,10 +50,9 @@ from kafka_log_core.format.metadata_records import (
 from kafka_log_core.settings.cluster_metadata import METADATA_LOG_DIR, iter_records, latest_snapshot
 from kafka_log_core.settings.config import TOPIC_KEYS
 from kafka_log_core.settings.log_dir_config import resolve_log_dir_configs
-from tests.broker.test_broker_interop import report_timings, start_with_spark
+from tests.broker.test_broker_interop import report_timings, source_and_reference, start_with_spark
 from tests.clirun import invoke
 from tests.kafka_harness import (
-    KafkaBroker,
     SentRecord,
     create_topic,
     describe_topic_configs,
@@ -212,9 +211,7 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
     timings: dict[str, float] = {}
     work = tmp_path_factory.mktemp("cluster-metadata")
     result = Outcome()
-    source = KafkaBroker(work / "source-log-dir", work / "source", SOURCE_PROPS, lib_dir=kafka_jars)
-    reference = KafkaBroker(work / "kafka-log-dir", work / "kafka", REFERENCE_PROPS, lib_dir=kafka_jars)
-    try:
+    with source_and_reference(work, kafka_jars, SOURCE_PROPS, REFERENCE_PROPS) as (source, reference):
         t = time.monotonic()
         spark = start_with_spark(source, request)
         timings["broker start + Spark"] = time.monotonic() - t
@@ -336,9 +333,6 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
         timings["total"] = time.monotonic() - started
         yield result
         report_timings(pytestconfig, "cluster metadata", timings)
-    finally:
-        reference.stop()
-        source.stop()
 
 
 # --------------------------------------------------------------------------------------------- settings

@@ -30,9 +30,13 @@ import pytest
 from click.testing import CliRunner
 
 from jobs import compact
-from tests.broker.test_broker_interop import alter_topic_config, report_timings, start_with_spark
+from tests.broker.test_broker_interop import (
+    alter_topic_config,
+    report_timings,
+    source_and_reference,
+    start_with_spark,
+)
 from tests.kafka_harness import (
-    KafkaBroker,
     SentRecord,
     create_topic,
     describe_topic_configs,
@@ -94,10 +98,8 @@ def kafka3(kafka3_jars, tmp_path_factory, pytestconfig, request):
     started = time.monotonic()
     timings: dict[str, float] = {}
     work = tmp_path_factory.mktemp("kafka3")
-    source = KafkaBroker(work / "source-log-dir", work / "source", SOURCE_PROPS, lib_dir=kafka3_jars)
-    reference = KafkaBroker(work / "kafka-log-dir", work / "kafka", REFERENCE_PROPS, lib_dir=kafka3_jars)
     out: dict = {"lib": kafka3_jars}
-    try:
+    with source_and_reference(work, kafka3_jars, SOURCE_PROPS, REFERENCE_PROPS) as (source, reference):
         t = time.monotonic()
         spark = start_with_spark(source, request)
         timings["broker start + Spark"] = time.monotonic() - t
@@ -164,9 +166,6 @@ def kafka3(kafka3_jars, tmp_path_factory, pytestconfig, request):
         timings["total"] = time.monotonic() - started
         yield out
         report_timings(pytestconfig, "kafka 3.9.1", timings)
-    finally:
-        reference.stop()
-        source.stop()
 
 
 def test_the_3x_log_dir_is_accepted_with_its_own_settings(kafka3):

@@ -29,7 +29,12 @@ import time
 import pytest
 
 from jobs import compact
-from tests.broker.test_broker_interop import alter_topic_config, report_timings, start_with_spark
+from tests.broker.test_broker_interop import (
+    alter_topic_config,
+    report_timings,
+    source_and_reference,
+    start_with_spark,
+)
 from tests.broker.test_broker_kafka3 import dumped_batches
 from tests.clirun import invoke
 from tests.kafka_harness import (
@@ -71,10 +76,8 @@ def kafka44(kafka_jars, tmp_path_factory, pytestconfig, request):
     started = time.monotonic()
     timings: dict[str, float] = {}
     work = tmp_path_factory.mktemp("kafka44")
-    source = KafkaBroker(work / "source-log-dir", work / "source", SOURCE_PROPS, lib_dir=kafka_jars)
-    reference = KafkaBroker(work / "kafka-log-dir", work / "kafka", REFERENCE_PROPS, lib_dir=kafka_jars)
     out: dict = {"lib": kafka_jars}
-    try:
+    with source_and_reference(work, kafka_jars, SOURCE_PROPS, REFERENCE_PROPS) as (source, reference):
         t = time.monotonic()
         spark = start_with_spark(source, request)
         timings["broker start + Spark"] = time.monotonic() - t
@@ -126,9 +129,6 @@ def kafka44(kafka_jars, tmp_path_factory, pytestconfig, request):
         timings["total"] = time.monotonic() - started
         yield out
         report_timings(pytestconfig, f"kafka {KAFKA_VERSION}", timings)
-    finally:
-        reference.stop()
-        source.stop()
 
 
 def _rows(kafka44) -> dict[str, dict]:
