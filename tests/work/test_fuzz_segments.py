@@ -186,26 +186,42 @@ def damaged(layout: Layout, damage: tuple[str, int, object]) -> Layout:
 
 
 # ---------------------------------------------------------------------------- the independent view
-def consumer_view(directory: Path) -> list[tuple[int, bytes | None, bytes | None]]:
-    """(offset, key, value) of every record kafka-python reads from the partition's segments in file order:
-    batches whose CRC holds and whose records decode; a bomb (a batch inflating past 64 MiB) and anything
-    after a batch that does not decode are left out."""
+@dataclass(frozen=True)
+class View:
+    """What kafka-python reads from a partition: the records of the batches it reads whole, in file order,
+    and the batches it cannot read (file and position) in the segments before the active one."""
+
+    records: list[tuple[int, bytes | None, bytes | None]]
+    unreadable: list[str]
+
+
+def consumer_view(directory: Path) -> View:
+    """The partition as kafka-python reads it: per segment, batch after batch until one's CRC fails, one
+    inflates past 64 MiB (never decompressed further) or one does not decode -- the rest of that segment is
+    unreadable to a consumer. The active (last) segment is read the same way, but a job that cleans never
+    reads its records, so what is unreadable there is not listed."""
     from kafka.record.memory_records import MemoryRecords
 
-    out = []
-    for log in sorted(directory.glob("*.log")):
+    records: list[tuple[int, bytes | None, bytes | None]] = []
+    unreadable: list[str] = []
+    logs = sorted(directory.glob("*.log"))
+    for n, log in enumerate(logs):
+        data = log.read_bytes()
+        position = 0
         try:
-            records = MemoryRecords(log.read_bytes())
+            batches = MemoryRecords(data)
             while True:
-                batch = records.next_batch()
+                batch = batches.next_batch()
                 if batch is None:
                     break
                 if not batch.validate_crc() or _inflates_past(batch, 64 * MiB):
-                    break
-                out += [(r.offset, r.key, r.value) for r in batch]
-        except Exception:  # kafka-python cannot read on: neither can a consumer
-            continue
-    return out
+                    raise ValueError("CRC mismatch or inflates past 64 MiB")
+                records += [(r.offset, r.key, r.value) for r in batch]
+                position += len(batch._buffer)
+        except Exception as err:  # kafka-python reads no further in this segment: nor would a consumer
+            if n < len(logs) - 1:
+                unreadable.append(f"{log.name} at position {position}: {type(err).__name__}: {err}")
+    return View(records, unreadable)
 
 
 def _inflates_past(batch, limit: int) -> bool:
@@ -282,7 +298,10 @@ def warm(tmp_path_factory) -> None:
         assert row["status"] == "cleaned", row
 
 
-def check_outcome(row: dict, directory: Path, before_state: dict, before_view: list) -> None:
+def check_outcome(row: dict, directory: Path, before_state: dict, before: View) -> None:
+    """Refused with a named file and nothing changed; or cleaned from input kafka-python reads whole,
+    keeping what a consumer reads (no record that was not there, every key's last record unless a
+    tombstone)."""
     assert "hang" not in row and "crash" not in row, row
     reason = row.get("reason") or ""
     assert "internal error" not in reason, reason
@@ -292,10 +311,12 @@ def check_outcome(row: dict, directory: Path, before_state: dict, before_view: l
         assert tree_state(directory) == before_state, "a refused partition was changed"
         return
     assert row["status"] in ("cleaned", "skipped"), row
-    after = consumer_view(directory)
-    assert set(after) <= set(before_view), "records that were not in the input"
+    if row["status"] == "cleaned":
+        assert not before.unreadable, f"cleaned what kafka-python cannot read: {before.unreadable}"
+    after = consumer_view(directory).records
+    assert set(after) <= set(before.records), "records that were not in the input"
     latest: dict[bytes | None, tuple] = {}
-    for record in before_view:
+    for record in before.records:
         latest[record[1]] = record
     kept = set(after)
     for key, record in latest.items():
@@ -309,9 +330,9 @@ def fuzz_once(tmp_path_factory, data, kinds: tuple[str, ...]) -> None:
     log_dir = tmp_path_factory.mktemp("fuzz") / "logs"
     directory = write_partition(log_dir, damaged(layout, damage), bases(layout))
     before_state = tree_state(directory)
-    before_view = consumer_view(directory)
+    before = consumer_view(directory)
     try:
-        check_outcome(compact_in_child(log_dir), directory, before_state, before_view)
+        check_outcome(compact_in_child(log_dir), directory, before_state, before)
     finally:
         shutil.rmtree(log_dir.parent, ignore_errors=True)
 
