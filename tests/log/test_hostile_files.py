@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from kafka_log_core.errors import CorruptIndexError, CorruptRecordError, NotRegularFileError
-from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.format.filenames import TopicPartition, scan_partition_dirs
 from kafka_log_core.log.partition_log import PartitionCheckpoints, PartitionLog
 from kafka_log_core.log.segment import Segment, check_batch_offsets
 from tests.hostile import GiB, kafka_python_batch, raw_batch
@@ -140,3 +140,54 @@ def test_a_last_offset_delta_that_cannot_number_the_records_is_refused(tmp_path,
         CorruptRecordError, match=rf"{SEG0}\.log at position 0: .*(negative lastOffsetDelta|more than)"
     ):
         check_batch_offsets(segment)
+
+
+# ------------------------------------------------------------------- one partition, one directory
+def _partition(log_dir, name):
+    d = log_dir / name
+    _segment(d, 0, [kafka_python_batch(0, _records(0, 2), ts=TS)])
+    return d
+
+
+def test_a_symlink_to_a_partition_directory_is_an_alias_skipped_with_the_name_it_is_worked_on_as(tmp_path):
+    _partition(tmp_path, "orders-0")
+    os.symlink("orders-0", tmp_path / "x-0")
+    scanned = scan_partition_dirs(tmp_path)
+    assert [tp for tp, _ in scanned.found] == [TopicPartition("orders", 0)]
+    assert [s.tp for s in scanned.skipped] == [TopicPartition("x", 0)]
+    assert "a symlink to orders-0, the same directory as orders-0: an alias" in scanned.skipped[0].reason
+
+
+def test_the_real_directory_is_kept_whatever_the_alias_is_named(tmp_path):
+    _partition(tmp_path, "zz-0")
+    os.symlink("zz-0", tmp_path / "aa-0")  # sorts first by name, still the alias
+    assert [tp.topic for tp, _ in scan_partition_dirs(tmp_path).found] == ["zz"]
+
+
+@pytest.mark.parametrize(
+    "name,problem",
+    [("..-0", "'..' is not a legal topic name"), ("bad$name-0", "contains ['$']"),
+     ("t" * 250 + "-0", "250 characters, the maximum is 249")],
+)  # fmt: skip
+def test_a_directory_of_a_topic_kafka_would_not_create_is_skipped_with_the_reason(tmp_path, name, problem):
+    _partition(tmp_path, name)
+    _partition(tmp_path, "good-0")
+    scanned = scan_partition_dirs(tmp_path)
+    assert [tp.topic for tp, _ in scanned.found] == ["good"]
+    assert len(scanned.skipped) == 1 and problem in scanned.skipped[0].reason
+
+
+def test_a_partition_under_two_names_has_one_lock(tmp_path):
+    """Two names of one directory are one partition to the locks: the second name is busy."""
+    from kafka_log_core.errors import PartitionBusyError
+    from kafka_log_core.log import locks
+
+    _partition(tmp_path, "orders-0")
+    os.symlink("orders-0", tmp_path / "x-0")
+    (tmp_path / ".lock").touch()
+    with locks.partition_lock(tmp_path, TopicPartition("orders", 0)):
+        with pytest.raises(PartitionBusyError):
+            with locks.partition_lock(tmp_path, TopicPartition("x", 0)):
+                pass
+    with locks.partition_lock(tmp_path, TopicPartition("x", 0)):
+        pass
