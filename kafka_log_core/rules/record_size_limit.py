@@ -65,8 +65,8 @@ def _record_sizes(batch: FileBatch) -> list[tuple[int, int]]:
         return [(r.offset, r.size_in_bytes - LOG_OVERHEAD) for r in batch.records()]
     try:
         area = np.frombuffer(record_batch.records_area(header, batch.data), dtype=np.uint8)
-    except CorruptRecordError as err:
-        raise err.at(batch.path, batch.position + record_batch.HEADER_SIZE) from err
+    except CorruptRecordError as err:  # decompression and record count: at the batch's position
+        raise err.at(batch.path, batch.position) from err
     code, err_pos, table = record_walk.walk_records(
         area, 0, area.shape[0], header.records_count, header.base_offset
     )
