@@ -43,8 +43,6 @@ from tests.hostile import (
 TS = 1_700_000_000_000
 NOW = TS + 3_600_000
 SEG0 = "00000000000000000000"
-OWNER_RECOVERY = "owner: i24-recovery"
-OWNER_HOSTILE = "owner: i24-hostile"
 CLUSTER_ID = "J8qXyFz5T2uY8Vq5dA7bWw"
 DIRECTORY_ID = "d8A3mJxNR1mQpW4ZbS9c1A"
 
@@ -619,7 +617,6 @@ EXPORT_RUN = {
         "failed",
         rf"torn-0/{SEG0}\.log.*position",
         ("torn-0",),
-        OWNER_RECOVERY,
     ),
     "export: a batch length past the end of a sealed segment": InLogDir(
         _length_past_the_end,
@@ -627,7 +624,6 @@ EXPORT_RUN = {
         "failed",
         rf"pastend-0/{SEG0}\.log.*position",
         ("pastend-0",),
-        OWNER_RECOVERY,
     ),  # fmt: skip
     "export: offsets going backwards": InLogDir(
         _backwards_export,
@@ -635,7 +631,6 @@ EXPORT_RUN = {
         "failed",
         rf"backwards-0/{SEG0}\.log.*position",
         ("backwards-0",),
-        OWNER_RECOVERY,
     ),  # fmt: skip
 }
 
