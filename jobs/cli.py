@@ -11,7 +11,8 @@ import sys
 import click
 
 from jobs import common, compact, export, package, report, retain
-from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.errors import KafkaLogError, describe_os_error
+from kafka_log_core.format import compression
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -88,8 +89,12 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
                 continue
             try:
                 found = offset_for_time(PartitionLog.open(log_dir, tp, state.for_partition(tp)), when)
-            except (KafkaLogError, OSError) as err:
+            except KafkaLogError as err:
                 click.echo(f"error: {err}", err=True)
+                failed += 1
+                continue
+            except OSError as err:
+                click.echo(f"error: {describe_os_error(err)}", err=True)
                 failed += 1
                 continue
             click.echo(f"{tp.topic}:{tp.partition}:{'' if found is None else found}")
@@ -129,6 +134,16 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
     help="Largest batch read at an offset-index position.",
 )
 @click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
+@click.option(
+    compression.LIMIT_OPTION,
+    "max_batch_bytes",
+    type=click.IntRange(min=1),
+    default=compression.MAX_BATCH_BYTES,
+    show_default=True,
+    metavar="BYTES",
+    help="The most one batch's records may decompress to (a larger batch is an error, as a compression bomb "
+    "would be).",
+)
 def dump(
     files: tuple[str, ...],
     deep_iteration: bool,
@@ -138,6 +153,7 @@ def dump(
     max_bytes: int,
     max_message_size: int,
     skip_record_metadata: bool,
+    max_batch_bytes: int,
 ) -> None:
     """Print segment files exactly as Kafka's kafka-dump-log does.
 
@@ -152,6 +168,7 @@ def dump(
         max_bytes=max_bytes,
         max_message_size=max_message_size,
         skip_record_metadata=skip_record_metadata,
+        max_batch_bytes=max_batch_bytes,
     )
     paths = [path for value in files for path in value.split(",") if path]
     if not paths:

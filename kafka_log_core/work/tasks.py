@@ -32,7 +32,9 @@ from kafka_log_core.errors import (
     KafkaLogError,
     PartitionBusyError,
     RefusedError,
+    describe_os_error,
 )
+from kafka_log_core.format import compression
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log import checkpoint_files, locks
 from kafka_log_core.log.log_dir import read_partition_checkpoints
@@ -70,6 +72,7 @@ class JobOptions:
         1  # compact: cleaning rounds per run, each one broker round; 0 = until nothing more to clean
     )
     split_above: int | None = None  # compact: split rounds whose cleanable bytes exceed this (split_cleaning)
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES  # compact: the most one batch may decompress to
 
     def log_start_offset_for(self, tp: TopicPartition) -> int | None:
         """The ``--log-start-offset`` the operator gave for this partition, if any."""
@@ -123,7 +126,7 @@ def run_guarded(task: PartitionTask, row_type: type[R], body: Callable[[RowDraft
     except KafkaLogError as err:
         row.set(status="failed", reason=str(err))
     except OSError as err:
-        row.set(status="failed", reason=f"{type(err).__name__}: {err}")
+        row.set(status="failed", reason=describe_os_error(err))
     except Exception as err:  # a bug: still one line in the table, with where it happened
         where = traceback.extract_tb(err.__traceback__)[-1]
         row.set(
@@ -391,6 +394,7 @@ def _compact_round(
         if done == 0:
             row.set(reason="; ".join([plan.reason, *notes]))
         return False, False
+    log.check_batch_offsets(plan.first_uncleanable_offset)  # what the round reads: offsets a broker wrote
     if opts.dry_run:
         estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
         records = estimate.records or 0
@@ -417,13 +421,22 @@ def _compact_round(
     if split:
         try:
             result = split_cleaning.clean_log_split(
-                log, plan, cfg, cs.broker, opts.now_ms, producers, split_runner or split_cleaning.run_local
+                log,
+                plan,
+                cfg,
+                cs.broker,
+                opts.now_ms,
+                producers,
+                split_runner or split_cleaning.run_local,
+                opts.max_batch_bytes,
             )
             notes.append(f"split cleaning: {result.groups} groups in parallel tasks, every key in one round")
         except split_cleaning.NotSplittable as err:
             notes.append(f"{err}")
     if result is None:
-        result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
+        result = cleaner.clean_log(
+            log, plan, cfg, cs.broker, opts.now_ms, producers, max_batch_bytes=opts.max_batch_bytes
+        )
     update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, result.end_offset)
     after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
     s = result.stats

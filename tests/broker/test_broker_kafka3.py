@@ -12,9 +12,10 @@
    log dir itself.
 
 Compared: segment file names and ``.log`` bytes, and cleaner checkpoints, for both partitions. 3.9.0 and
-3.9.1 lack KAFKA-17076 (spec rule R2.2: keep the round's last batch, as an empty batch), which 4.0 and
-3.9.2 have: on a third copy, ``--kafka-version 3.9.2`` keeps that batch empty where Kafka 3.9.1 dropped it,
-so the release-dependent rule is visible in the bytes.
+3.9.1 lack KAFKA-17076 (spec rule R2.2: keep the round's last batch, as an empty batch), which 3.9.2 and
+4.0 to 4.3 have (4.4 keys it on the high watermark instead, KAFKA-20452): a 3.9.2 broker cleans a third
+copy and our ``compact --kafka-version 3.9.2`` a fourth; they keep that batch empty where Kafka 3.9.1
+dropped it, so the release-dependent rule is visible in the bytes of two real brokers.
 """
 
 from __future__ import annotations
@@ -30,12 +31,18 @@ import pytest
 from click.testing import CliRunner
 
 from jobs import compact
-from tests.broker.test_broker_interop import alter_topic_config, report_timings, start_with_spark
+from tests.broker.test_broker_interop import (
+    alter_topic_config,
+    report_timings,
+    source_and_reference,
+    start_with_spark,
+)
 from tests.kafka_harness import (
     KafkaBroker,
     SentRecord,
     create_topic,
     describe_topic_configs,
+    log_files,
     produce,
     read_offset_checkpoint,
     run_dump_log_segments,
@@ -78,12 +85,8 @@ def _commit_many(bootstrap: str, commits: int) -> None:
         consumer.close()
 
 
-def _log_files(partition_dir: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in segment_files(partition_dir)}
-
-
-def _batches(partition_dir: Path, lib_dir: Path) -> list[tuple[int, int, int]]:
-    """(baseOffset, lastOffset, count) of every batch, as Kafka 3.9.1's DumpLogSegments prints them."""
+def dumped_batches(partition_dir: Path, lib_dir: Path) -> list[tuple[int, int, int]]:
+    """(baseOffset, lastOffset, count) of every batch, as the DumpLogSegments of ``lib_dir``'s jars prints them."""
     dumped = run_dump_log_segments(segment_files(partition_dir), lib_dir=lib_dir)
     assert dumped.returncode == 0, dumped.stderr
     return [
@@ -93,14 +96,12 @@ def _batches(partition_dir: Path, lib_dir: Path) -> list[tuple[int, int, int]]:
 
 
 @pytest.fixture(scope="module")
-def kafka3(kafka3_jars, tmp_path_factory, pytestconfig, request):
+def kafka3(kafka3_jars, kafka392_jars, tmp_path_factory, pytestconfig, request):
     started = time.monotonic()
     timings: dict[str, float] = {}
     work = tmp_path_factory.mktemp("kafka3")
-    source = KafkaBroker(work / "source-log-dir", work / "source", SOURCE_PROPS, lib_dir=kafka3_jars)
-    reference = KafkaBroker(work / "kafka-log-dir", work / "kafka", REFERENCE_PROPS, lib_dir=kafka3_jars)
     out: dict = {"lib": kafka3_jars}
-    try:
+    with source_and_reference(work, kafka3_jars, SOURCE_PROPS, REFERENCE_PROPS) as (source, reference):
         t = time.monotonic()
         spark = start_with_spark(source, request)
         timings["broker start + Spark"] = time.monotonic() - t
@@ -132,19 +133,28 @@ def kafka3(kafka3_jars, tmp_path_factory, pytestconfig, request):
             shutil.copytree(source.log_dir, d)
         shutil.copytree(source.log_dir, reference.log_dir)
         dirs["kafka"] = reference.log_dir
+        reference_392 = KafkaBroker(
+            work / "kafka-3.9.2-log-dir", work / "kafka-3.9.2", REFERENCE_PROPS, lib_dir=kafka392_jars
+        )
+        shutil.copytree(source.log_dir, reference_392.log_dir)
+        dirs["kafka-3.9.2"] = reference_392.log_dir
         out["dirs"], out["source"] = dirs, source.log_dir
         out["first_uncleanable"] = {
             name: int(segment_files(source.log_dir / name)[-1].name[:20]) for name in PARTITIONS
         }
 
-        t = time.monotonic()
-        reference.start()
-        for name in PARTITIONS:
-            topic, partition = name.rsplit("-", 1)
-            wait_for_broker_cleaning(reference.log_dir, topic, int(partition), out["first_uncleanable"][name])
+        for broker in (reference, reference_392):
+            t = time.monotonic()
+            try:
+                broker.start()
+                for name in PARTITIONS:
+                    topic, partition = name.rsplit("-", 1)
+                    first_uncleanable = out["first_uncleanable"][name]
+                    wait_for_broker_cleaning(broker.log_dir, topic, int(partition), first_uncleanable)
+            finally:
+                broker.stop()
+            timings[f"reference broker {broker.release.version} cleans"] = time.monotonic() - t
         done_ms = int(time.time() * 1000)
-        reference.stop()
-        timings["reference broker cleans"] = time.monotonic() - t
 
         t = time.monotonic()
         runner = CliRunner()
@@ -167,9 +177,6 @@ def kafka3(kafka3_jars, tmp_path_factory, pytestconfig, request):
         timings["total"] = time.monotonic() - started
         yield out
         report_timings(pytestconfig, "kafka 3.9.1", timings)
-    finally:
-        reference.stop()
-        source.stop()
 
 
 def test_the_3x_log_dir_is_accepted_with_its_own_settings(kafka3):
@@ -190,7 +197,7 @@ def test_the_3x_log_dir_is_accepted_with_its_own_settings(kafka3):
 
 def test_segment_files_after_our_compaction_are_the_ones_kafkas_cleaner_leaves(kafka3):
     for name in PARTITIONS:
-        theirs, ours = _log_files(kafka3["dirs"]["kafka"] / name), _log_files(kafka3["dirs"]["ours"] / name)
+        theirs, ours = log_files(kafka3["dirs"]["kafka"] / name), log_files(kafka3["dirs"]["ours"] / name)
         assert sorted(ours) == sorted(theirs), name
         # 16 KiB groups: Kafka cleans each segment alone and keeps the emptied ones as 0-byte segments
         assert any(data == b"" for data in theirs.values()), name
@@ -202,15 +209,17 @@ def test_segment_files_after_our_compaction_are_the_ones_kafkas_cleaner_leaves(k
 
 
 def test_the_round_end_rule_follows_the_release(kafka3):
-    """Kafka 3.9.1 drops the round's last batch when nothing in it survives; 3.9.2 (and 4.x) keeps it
-    empty. Our compaction under --kafka-version 3.9.2 keeps it; everything else is the same."""
+    """Kafka 3.9.1 drops the round's last batch when nothing in it survives; 3.9.2 (as 4.0 to 4.3) keeps it
+    empty. Our compaction under --kafka-version 3.9.2 leaves the files a real 3.9.2 broker's cleaner leaves."""
     code, rows, _ = kafka3["ours-3.9.2"]
     assert code == 0, rows
-    bound = kafka3["first_uncleanable"][f"{TOPIC}-0"]
-    kafka = _batches(kafka3["dirs"]["kafka"] / f"{TOPIC}-0", kafka3["lib"])
-    later = _batches(kafka3["dirs"]["ours-3.9.2"] / f"{TOPIC}-0", kafka3["lib"])
+    dirs, bound = kafka3["dirs"], kafka3["first_uncleanable"][f"{TOPIC}-0"]
+    kafka = dumped_batches(dirs["kafka"] / f"{TOPIC}-0", kafka3["lib"])
+    kafka_392 = dumped_batches(dirs["kafka-3.9.2"] / f"{TOPIC}-0", kafka3["lib"])
     before = [b for b in kafka if b[1] < bound]
     assert before[-1][1] + 1 < bound  # Kafka 3.9.1: the unkeyed batch at the end of the round is gone
-    (kept,) = [b for b in later if b not in kafka]
-    assert kept[1] + 1 == bound and kept[2] == 0  # 3.9.2: kept, empty, ending at the round's bound
-    assert [b for b in later if b != kept] == kafka
+    (kept,) = [b for b in kafka_392 if b not in kafka]
+    assert kept[1] + 1 == bound and kept[2] == 0  # Kafka 3.9.2: kept, empty, ending at the round's bound
+    assert [b for b in kafka_392 if b != kept] == kafka
+    for name in PARTITIONS:
+        assert log_files(dirs["ours-3.9.2"] / name) == log_files(dirs["kafka-3.9.2"] / name), name
