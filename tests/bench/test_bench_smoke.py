@@ -82,7 +82,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
     assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
     targets = {t["name"]: t for t in report["targets"]}
-    assert len(targets) == 15  # 13 in evaluate_targets, plus the skew and the split sections' own
+    assert len(targets) == 17  # 15 in evaluate_targets, plus the skew and the split sections' own
     for t in targets.values():
         assert t["comparison"] in (">=", "<=")
         assert t["verdict"].startswith(("MET", "MISSED", "NOT MEASURED"))
