@@ -42,6 +42,7 @@ from pyspark.sql.types import (
 
 from jobs import bins, progress
 from kafka_log_core.errors import KafkaLogError, describe_os_error
+from kafka_log_core.format import compression
 from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from kafka_log_core.format.filenames import (
     LOG_SUFFIX,
@@ -194,6 +195,19 @@ def shared_options(func: Callable) -> Callable:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+# compact and dump: the most one batch's records may decompress to (``compression.MAX_BATCH_BYTES``)
+max_batch_bytes_option = click.option(
+    compression.LIMIT_OPTION,
+    "max_batch_bytes",
+    type=click.IntRange(min=1),
+    default=compression.MAX_BATCH_BYTES,
+    show_default=True,
+    metavar="BYTES",
+    help="The most one batch's records may decompress to: a larger batch is refused as a compression bomb would "
+    "be (its partition fails, nothing changes); raise it for a topic whose batches are larger.",
+)
 
 
 def topic_pattern(topic_regex: str | None) -> re.Pattern | None:

@@ -84,7 +84,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
     assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
     targets = {t["name"]: t for t in report["targets"]}
-    assert len(targets) == 20  # 13 in evaluate_targets, the skew and the split sections' own, 5 of partitions
+    assert len(targets) == 22  # 15 in evaluate_targets, the skew and the split sections' own, 5 of partitions
     for t in targets.values():
         assert t["comparison"] in (">=", "<=")
         assert t["verdict"].startswith(("MET", "MISSED", "NOT MEASURED"))
