@@ -85,9 +85,8 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
             recover_truncating, output, report_path, master, verbose, dry_run, rounds, split_above,
             max_batch_bytes):  # fmt: skip
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
-    listing = common.list_tasks(
-        log_dirs, topic_regex, writing=not dry_run
-    )  # mistakes said before Spark starts
+    spark_started = common.start_spark(master, "kafka-log-jobs compact", verbose=verbose)
+    listing = common.list_tasks(log_dirs, topic_regex, writing=not dry_run)  # mistakes said at once
     configs = common.load_configs(
         log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
         metadata_log_dirs,
@@ -97,7 +96,7 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
         recover_truncating=recover_truncating, rounds=rounds, split_above=split_above,
         max_batch_bytes=max_batch_bytes,
     )  # fmt: skip
-    spark = common.spark_session(master, "kafka-log-jobs compact", verbose=verbose)
+    spark = spark_started()
     rows = run(spark, log_dirs, topic_regex, configs, opts, listing)
     title = "compaction plan (dry run)" if dry_run else "compaction"
     common.emit(rows, SCHEMA, COLUMNS, spark, output, report_path, title, dry_run=dry_run)

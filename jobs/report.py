@@ -208,7 +208,8 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
     fmt = fmt or output or format_of(out) or ("table" if sys.stdout.isatty() else "json")
     if fmt == "parquet" and not out:
         raise click.UsageError("--format parquet needs --out PATH")
-    listing = common.list_tasks(log_dirs, topic_regex, writing=False)  # mistakes said before Spark starts
+    spark_started = common.start_spark(master, "kafka-log-jobs report", verbose=verbose)
+    listing = common.list_tasks(log_dirs, topic_regex, writing=False)  # mistakes said before Spark is needed
     configs = common.load_configs(
         log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
         metadata_log_dirs,
@@ -217,7 +218,7 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
         now_ms, dry_run=True, require_high_watermark=require_high_watermark, recover=not no_recover,
         recover_truncating=recover_truncating,
     )  # fmt: skip
-    spark = common.spark_session(master, "kafka-log-jobs report", verbose=verbose)
+    spark = spark_started()
     rows = run(
         spark, log_dirs, topic_regex, configs, opts, count_duplicates=not no_duplicate_share, listing=listing
     )

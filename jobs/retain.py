@@ -60,9 +60,8 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
             assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover,
             recover_truncating, output, report_path, master, verbose, dry_run, force, log_start_offsets):  # fmt: skip
     """Delete segments by retention.ms, retention.bytes and the log start offset, as the broker does."""
-    listing = common.list_tasks(
-        log_dirs, topic_regex, writing=not dry_run
-    )  # mistakes said before Spark starts
+    spark_started = common.start_spark(master, "kafka-log-jobs retain", verbose=verbose)
+    listing = common.list_tasks(log_dirs, topic_regex, writing=not dry_run)  # mistakes said at once
     configs = common.load_configs(
         log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
         metadata_log_dirs,
@@ -71,7 +70,7 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
         now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, recover=not no_recover, force=force,
         recover_truncating=recover_truncating, log_start_offsets=parse_log_start_offsets(log_start_offsets),
     )  # fmt: skip
-    spark = common.spark_session(master, "kafka-log-jobs retain", verbose=verbose)
+    spark = spark_started()
     rows = run(spark, log_dirs, topic_regex, configs, opts, listing)
     common.emit(
         rows,
