@@ -28,28 +28,15 @@ import numpy as np
 from pyspark.sql.datasource import InputPartition
 
 from kafka_log_core.errors import CorruptIndexError, KafkaLogError, UsageError
-from kafka_log_core.format.filenames import TopicPartition, list_partition_dirs, parse_partition_dir
-from kafka_log_core.log.log_dir import LogDirState, PartitionCheckpoints
+from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.listing import PartitionTask, log_dir_partitions
+from kafka_log_core.log.log_dir import LogDirState
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.tools.offsets import offset_for_time
 from spark_udfs.errors import PartitionReadError
 from spark_udfs.options import EARLIEST, LATEST, Bound, ReadOptions
-
-
-@dataclass(frozen=True, order=True)
-class PartitionSource:
-    """One partition directory to read, with its entries of its log dir's checkpoints."""
-
-    topic: str
-    partition: int
-    log_dir: str
-    checkpoints: PartitionCheckpoints
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 @dataclass(frozen=True)
@@ -73,7 +60,7 @@ class Chunk:
 class Split(InputPartition):
     """One Spark partition: chunks of one partition, in offset order, and the offsets to return."""
 
-    source: PartitionSource
+    source: PartitionTask  # the partition directory, as the jobs list it
     chunks: tuple[Chunk, ...]
     start_offset: int  # records with start_offset <= offset < end_offset
     end_offset: int
@@ -81,10 +68,10 @@ class Split(InputPartition):
 
 
 # ------------------------------------------------------------------------------------------ partitions
-def find_partitions(options: ReadOptions) -> list[PartitionSource]:
-    """The selected partition directories of every given path, sorted; one partition in two log dirs is
-    refused (a JBOD broker keeps each partition in one dir)."""
-    found: dict[TopicPartition, PartitionSource] = {}
+def find_partitions(options: ReadOptions) -> list[PartitionTask]:
+    """The selected partition directories of every given path, sorted by topic and partition; one
+    partition in two log dirs is refused (a JBOD broker keeps each partition in one dir)."""
+    found: dict[TopicPartition, PartitionTask] = {}
     for log_dir, listed in _log_dirs(options.paths):
         state = LogDirState.read(log_dir)
         for tp in listed:
@@ -92,7 +79,7 @@ def find_partitions(options: ReadOptions) -> list[PartitionSource]:
                 continue
             if tp in found:
                 raise UsageError(f"kafka-log: {tp} is in two log dirs: {found[tp].log_dir} and {log_dir}")
-            found[tp] = PartitionSource(tp.topic, tp.partition, os.fspath(log_dir), state.for_partition(tp))
+            found[tp] = PartitionTask(os.fspath(log_dir), tp.topic, tp.partition, state.for_partition(tp))
     if options.selection.kind == "assign":
         missing = sorted(options.selection.partitions - set(found))
         if missing:
@@ -104,7 +91,7 @@ def find_partitions(options: ReadOptions) -> list[PartitionSource]:
         raise UsageError(
             f"kafka-log: the offsets options name {', '.join(map(str, sorted(named)))}, which are not read"
         )
-    return sorted(found.values())
+    return sorted(found.values(), key=lambda source: source.tp)
 
 
 def expand_paths(paths: tuple[str, ...]) -> list[Path]:
@@ -121,12 +108,7 @@ def _log_dirs(paths: tuple[str, ...]) -> Iterator[tuple[Path, list[TopicPartitio
     for path in expand_paths(paths):
         if not path.is_dir():
             raise UsageError(f"kafka-log: {path} is not a directory")
-        listed = [tp for tp, _ in list_partition_dirs(path)]
-        single = parse_partition_dir(path.name)
-        if not listed and single is not None:
-            yield path.parent, [single]
-        else:
-            yield path, listed
+        yield log_dir_partitions(path, alone=True)
 
 
 # ------------------------------------------------------------------------------------------ the plan
@@ -150,7 +132,7 @@ def plan(options: ReadOptions) -> list[Split]:
 class _Planned:
     """One partition's read before it is cut into splits: byte ranges of segments, in offset order."""
 
-    source: PartitionSource
+    source: PartitionTask
     pieces: list[tuple[Segment, int, int]]
     start: int
     end: int
@@ -166,7 +148,7 @@ class _Planned:
         return _pack(self.source, self.pieces, max_bytes, self.start, self.end, self.aborted)
 
 
-def _plan_partition(options: ReadOptions, source: PartitionSource) -> _Planned:
+def _plan_partition(options: ReadOptions, source: PartitionTask) -> _Planned:
     log = PartitionLog.open(source.log_dir, source.tp, source.checkpoints)
     if options.level == "segments":
         return _Planned(source, [], log.log_start_offset, log.log_end_offset, whole=True, describe_files=True)

@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.format import compression, log_file
-from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.record_batch import BatchHeader
 from kafka_log_core.log.partition_log import PartitionLog
@@ -206,9 +205,7 @@ def batch_rows(split: Split) -> Iterator[tuple]:
 
 def segment_rows(split: Split) -> Iterator[tuple]:
     source = split.source
-    log = PartitionLog.open(
-        source.log_dir, TopicPartition(source.topic, source.partition), source.checkpoints
-    )
+    log = PartitionLog.open(source.log_dir, source.tp, source.checkpoints)
     for segment in log.segments:
         first = segment.first_batch_timestamp
         yield (

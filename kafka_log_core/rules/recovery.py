@@ -42,7 +42,7 @@ import contextlib
 import json
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -650,7 +650,13 @@ def directories_to_recover(log_dir: str | os.PathLike[str]) -> tuple[list[TopicP
     return partitions, sorted(others)
 
 
-RECOVERED = "recovered"  # a result row's ``recovery_state``: this run left the partition recovered
+@dataclass(frozen=True, slots=True)
+class RecoveredPartition:
+    """A partition this run recovered after an unclean shutdown, as its task tells the driver."""
+
+    log_dir: str
+    tp: TopicPartition
+    marker: bytes  # .kafka_cleanshutdown as the log dir's release writes it (clean_shutdown_marker)
 
 
 def write_clean_shutdown_marker(
@@ -679,18 +685,20 @@ def write_clean_shutdown_marker(
     )
 
 
-def finish_log_dirs(rows: list[dict]) -> list[str]:
+def finish_log_dirs(recovered: Iterable[RecoveredPartition | None]) -> list[str]:
     """The driver's last step of a writing job: ``.kafka_cleanshutdown`` for each log dir this run recovered
-    completely (rows carry ``recovery_state`` and ``recovery_marker``). Returns notes for the user."""
+    completely (``recovered``: what each task recovered, None where it recovered nothing). Returns notes
+    for the user."""
     by_dir: dict[str, set[TopicPartition]] = {}
     markers: dict[str, bytes] = {}
-    for row in rows:
-        if row.get("recovery_state") == RECOVERED:
-            by_dir.setdefault(row["log_dir"], set()).add(TopicPartition(row["topic"], row["partition"]))
-            markers[row["log_dir"]] = row.get("recovery_marker", "").encode()
+    for done in recovered:
+        if done is None:
+            continue
+        by_dir.setdefault(done.log_dir, set()).add(done.tp)
+        markers[done.log_dir] = done.marker
     notes = []
-    for log_dir, recovered in sorted(by_dir.items()):
-        note = write_clean_shutdown_marker(log_dir, recovered, markers[log_dir])
+    for log_dir, partitions in sorted(by_dir.items()):
+        note = write_clean_shutdown_marker(log_dir, partitions, markers[log_dir])
         if note:
             notes.append(note)
     return notes

@@ -18,6 +18,7 @@ from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.partition_log import LogDirState, PartitionLog
 from kafka_log_core.rules import cleaner
 from kafka_log_core.settings.config import load_config
+from kafka_log_core.work.tasks import JobOptions
 from tests.clirun import invoke
 from tests.logbuild import TS, batch, make_log, read_records
 
@@ -86,7 +87,7 @@ def test_dirty_ratio_in_the_result_is_the_cleaners_own(spark, tmp_path):
     plan = cleaner.plan_cleaning(log, configs.for_topic("orders"), configs.broker, NOW)
     # by hand: segments 0 (2 batches) and 4 are cleanable, nothing clean yet -> ratio 1
     assert plan.dirty_ratio == 1.0
-    rows = compact.run(spark, [str(tmp_path)], None, configs, compact.common.job_options(NOW, dry_run=True))
+    rows = compact.run(spark, [str(tmp_path)], None, configs, JobOptions(now_ms=NOW, dry_run=True))
     assert rows[0]["dirty_ratio"] == plan.dirty_ratio
     assert rows[0]["status"] == "would clean"
     assert read_records(tmp_path / "orders-0")[0] == (0, b"a", b"1")  # dry run changed nothing
