@@ -11,7 +11,7 @@ Kinds:
 * ``read SEGMENT``: plain sequential read of the file (1 MiB ``readinto``; page cache warm).
 * ``crc SEGMENT``: one CRC32C pass (``crc32c.crc32c``) over the bytes, in memory.
 * ``scan SEGMENT``: the scan every cleaner pass makes, compiled over the whole segment (framing, CRC32C,
-  every record walked and its key hashed: ``segment_kernels.walk_segment``). With a breakdown of its parts.
+  every record walked and its key hashed: ``chunk_walk.walk_segment``). With a breakdown of its parts.
 * ``digest SEGMENT``: the key digest alone on the segment's keys: MD5 in lanes against MurmurHash3 x64 128.
 * ``kafka-python SEGMENT``: ``kafka.record.MemoryRecords`` over the same bytes, touching every
   record's key (no CRC check: kafka-python's iteration does not verify it).
@@ -142,29 +142,30 @@ def probe_crc(path: str, repeat: int) -> dict:
 
 def probe_scan(path: str, repeat: int) -> dict:
     """The scan every cleaner pass makes, compiled over the whole segment: framing, CRC32C, every record
-    walked, every key hashed (``segment_kernels.walk_segment``); its parts one by one."""
+    walked, every key hashed (``chunk_walk.walk_segment``); its parts one by one."""
     from kafka_log_core.format import log_file
-    from kafka_log_core.kernels import primitives as kernels
-    from kafka_log_core.kernels import segment_kernels as sk
+    from kafka_log_core.kernels import chunk_walk, fields, header_scan, key_digest, statuses
     from kafka_log_core.rules.cleaner_segments import new_karea
 
-    buf = kernels.as_bytes(log_file.read_log(path))
+    buf = fields.as_bytes(log_file.read_log(path))
     end = buf.shape[0]
     karea = new_karea()
-    sk.walk_segment(buf, 0, end, *karea)  # load the compiled kernels, map the pages
+    chunk_walk.walk_segment(buf, 0, end, *karea)  # load the compiled kernels, map the pages
     meter = Meter()
-    times, (status, _, batches, records) = best_of(repeat, lambda: sk.walk_segment(buf, 0, end, *karea))
+    times, (status, _, batches, records) = best_of(
+        repeat, lambda: chunk_walk.walk_segment(buf, 0, end, *karea)
+    )
     mem = meter.result()
-    if status != sk.DONE:
-        raise RuntimeError(f"{path}: the scan stopped: {sk.STATUS_NAMES.get(status, status)}")
-    _, _, rows = sk.scan_headers(buf, 0, end)
-    rows = sk.header_rows(rows)
+    if status != statuses.DONE:
+        raise RuntimeError(f"{path}: the scan stopped: {statuses.STATUS_NAMES.get(status, status)}")
+    _, _, rows = header_scan.scan_headers(buf, 0, end)
+    rows = header_scan.header_rows(rows)
     positions, sizes = rows["position"].copy(), rows["size"].copy()
     keys = key_positions(buf, rows)
     calls = {
-        "header_scan": lambda: sk.scan_headers(buf, 0, end),
-        "crc32c": lambda: sk.verify_batches(buf, 0, end),
-        "md5_keys": lambda: kernels.hash_keys(buf, *keys),
+        "header_scan": lambda: header_scan.scan_headers(buf, 0, end),
+        "crc32c": lambda: header_scan.verify_batches(buf, 0, end),
+        "md5_keys": lambda: key_digest.hash_keys(buf, *keys),
     }
     parts = {name: best_of(repeat, call)[0]["cpu_seconds"] for name, call in calls.items()}
     parts["walk_and_rest"] = times["cpu_seconds"] - parts["crc32c"] - parts["md5_keys"]
@@ -174,31 +175,31 @@ def probe_scan(path: str, repeat: int) -> dict:
 
 def key_positions(buf, rows) -> tuple[np.ndarray, np.ndarray]:
     """Positions and lengths of every key of the uncompressed v2 batches of a segment."""
-    from kafka_log_core.kernels import primitives as kernels
+    from kafka_log_core.kernels import record_walk
 
     pos, lens = [], []
     for position, size, count in zip(rows["position"].tolist(), rows["size"].tolist(),
                                      rows["records_count"].tolist(), strict=True):  # fmt: skip
-        _, _, table = kernels.walk_records(buf, position + 61, position + size, count, 0)
-        pos.append(table[kernels.W_KEY_POS])
-        lens.append(table[kernels.W_KEY_LEN])
+        _, _, table = record_walk.walk_records(buf, position + 61, position + size, count, 0)
+        pos.append(table[:, record_walk.R_KEY_POS])
+        lens.append(table[:, record_walk.R_KEY_LEN])
     return np.concatenate(pos), np.concatenate(lens)
 
 
 def probe_digest(path: str, repeat: int) -> dict:
     """The key digest's cost: MD5 in lanes (what the map keys on, as the broker's) against MurmurHash3 x64
     128 compiled in the same module, on the keys of one segment."""
+    from bench import murmur3
     from kafka_log_core.format import log_file
-    from kafka_log_core.kernels import primitives as kernels
-    from kafka_log_core.kernels import segment_kernels as sk
+    from kafka_log_core.kernels import fields, header_scan, key_digest
 
-    buf = kernels.as_bytes(log_file.read_log(path))
-    _, _, rows = sk.scan_headers(buf, 0, buf.shape[0])
-    key_pos, key_len = key_positions(buf, sk.header_rows(rows))
-    kernels.hash_keys(buf, key_pos[:32], key_len[:32])
-    kernels.murmur3_keys(buf, key_pos[:32], key_len[:32])
-    md5, _ = best_of(repeat, lambda: kernels.hash_keys(buf, key_pos, key_len))
-    murmur, _ = best_of(repeat, lambda: kernels.murmur3_keys(buf, key_pos, key_len))
+    buf = fields.as_bytes(log_file.read_log(path))
+    _, _, rows = header_scan.scan_headers(buf, 0, buf.shape[0])
+    key_pos, key_len = key_positions(buf, header_scan.header_rows(rows))
+    key_digest.hash_keys(buf, key_pos[:32], key_len[:32])
+    murmur3.murmur3_keys(buf, key_pos[:32], key_len[:32])
+    md5, _ = best_of(repeat, lambda: key_digest.hash_keys(buf, key_pos, key_len))
+    murmur, _ = best_of(repeat, lambda: murmur3.murmur3_keys(buf, key_pos, key_len))
     n = int(key_pos.shape[0])
     return {
         "keys": n,

@@ -89,7 +89,7 @@ def command(job: JobContext, dry_run: bool, rounds: int, split_above: int) -> No
     opts = job.options(dry_run=dry_run, rounds=rounds, split_above=split_above)
     spark = job.spark("compact")
     rows = run(spark, job.log_dirs, job.topic_regex, configs, opts, listing)
-    job.output.emit(rows, SCHEMA, "compaction plan (dry run)" if dry_run else "compaction")
+    job.output.emit(rows, SCHEMA, "compaction plan (dry run)" if dry_run else "compaction", dry_run=dry_run)
     sys.exit(output.exit_status(rows))
 
 

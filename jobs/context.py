@@ -83,6 +83,8 @@ def load_configs(log_dirs, sources: ConfigSources = ConfigSources()) -> dict[str
 
 def job_options(now_ms: int | None, **kw) -> JobOptions:
     """The options a task gets; ``now_ms`` None: the clock."""
+    if kw.get("recover_truncating") and not kw.get("recover", True):
+        raise click.UsageError("--recover-truncating and --no-recover exclude each other")
     return JobOptions(now_ms=int(time.time() * 1000) if now_ms is None else now_ms, **kw)
 
 
@@ -96,6 +98,7 @@ class JobContext:
     now_ms: int | None = None
     require_high_watermark: bool = False
     recover: bool = True
+    recover_truncating: bool = False
     output: Output = field(default_factory=Output)
     master: str | None = None
     verbose: bool = False
@@ -110,8 +113,9 @@ class JobContext:
     def options(self, **kw) -> JobOptions:
         """The tasks' options: this run's time and rules, and the job's own (``kw``)."""
         return job_options(
-            self.now_ms, require_high_watermark=self.require_high_watermark, recover=self.recover, **kw
-        )
+            self.now_ms, require_high_watermark=self.require_high_watermark, recover=self.recover,
+            recover_truncating=self.recover_truncating, **kw,
+        )  # fmt: skip
 
     def spark(self, app: str, conf: dict[str, str] | None = None):
         return spark_session(self.master, f"kafka-log-jobs {app}", conf, verbose=self.verbose)

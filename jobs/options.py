@@ -110,6 +110,14 @@ RUN = [
         help="Do not recover partitions of a log dir without .kafka_cleanshutdown (or with a missing index) as "
         "the broker's log loader would: refuse those whose segment files it would change.",
     ),
+    click.option(
+        "--recover-truncating",
+        is_flag=True,
+        help="Recover as the broker's log loader does even where it deletes valid data (truncating at the "
+        "first invalid batch and deleting the later segments of a crashed dir); by default only a crash's "
+        "torn or zero-filled tail is truncated, and a partition with valid data past an invalid batch is "
+        "refused.",
+    ),
 ]
 OUTPUT = [
     click.option(
@@ -137,8 +145,8 @@ JOB = [LOG_DIRS, CONFIG, RUN, OUTPUT, SPARK]  # compact, retain, report
 
 _SOURCES = ("conf_dir", "config_files", "topic_configs", "sets", "kafka_version", "assume_broker_defaults",
             "metadata_log_dirs")  # fmt: skip
-_SHARED = ("log_dirs", "topic_regex", *_SOURCES, "now_ms", "require_high_watermark", "no_recover", "output",
-           "report_path", "master", "verbose")  # fmt: skip
+_SHARED = ("log_dirs", "topic_regex", *_SOURCES, "now_ms", "require_high_watermark", "no_recover",
+           "recover_truncating", "output", "report_path", "master", "verbose")  # fmt: skip
 
 
 def context_of(values: dict) -> JobContext:
@@ -150,6 +158,7 @@ def context_of(values: dict) -> JobContext:
         now_ms=values.get("now_ms"),
         require_high_watermark=values.get("require_high_watermark", False),
         recover=not values.get("no_recover", False),
+        recover_truncating=values.get("recover_truncating", False),
         output=Output(values.get("output"), values.get("report_path")),
         master=values.get("master"),
         verbose=values.get("verbose", False),

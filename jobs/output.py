@@ -12,7 +12,7 @@ import sys
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,17 +99,18 @@ class Output:
         """The format on standard output: ``fmt`` or ``--output``, else table on a terminal, else json."""
         return fmt or self.fmt or ("table" if sys.stdout.isatty() else "json")
 
-    def emit(
-        self, rows: list[dict], schema: StructType, title: str,
-        table: Callable[[list[dict], Sequence[str], str], str] | None = None,
-    ) -> None:  # fmt: skip
-        """Print the result table (stdout: only the JSON array with json) and write ``--report-path``."""
+    def emit(self, rows: list[dict], schema: StructType, title: str, *, dry_run: bool = False) -> None:
+        """Print the result table (stdout: only the JSON array with json; the closing summary of a run whose
+        recovery truncated records then goes to stderr) and write ``--report-path``."""
         shown = [f.name for f in schema.fields]
         full = [{c: r.get(c) for c in shown} for r in rows]
         if self.resolved() == "json":
             sys.stdout.write(json.dumps(full, default=str) + "\n")
+            truncated = truncation_summary(full, dry_run)
+            if truncated:
+                tell(truncated)
         else:
-            click.echo((table or format_table)(full, shown, title))
+            click.echo(format_table(full, shown, title, dry_run=dry_run))
         self.write_report(full, schema)
 
     def write_report(self, rows: list[dict], schema: StructType) -> None:
@@ -131,7 +132,21 @@ class Output:
             sys.stdout.write(text)
 
 
-def format_table(rows: list[dict], columns: Sequence[str], title: str) -> str:
+def truncation_summary(rows: list[dict], dry_run: bool) -> str:
+    """What recovery truncated over the run ("" when nothing): every run that truncated records says so."""
+    hit = [r for r in rows if (r.get("truncated_bytes") or 0) > 0]
+    if not hit:
+        return ""
+    records = sum(r.get("truncated_records") or 0 for r in hit)
+    size = sum(r["truncated_bytes"] for r in hit)
+    verb = "would truncate" if dry_run else "truncated"
+    return (
+        f"recovery {verb} {records} record{'' if records == 1 else 's'} ({size} bytes) in {len(hit)} "
+        f"partition{'' if len(hit) == 1 else 's'}"
+    )
+
+
+def format_table(rows: list[dict], columns: Sequence[str], title: str, *, dry_run: bool = False) -> str:
     shown = (
         [c for c in columns if c != "log_dir"]
         if len({r.get("log_dir") for r in rows}) <= 1
@@ -151,7 +166,9 @@ def format_table(rows: list[dict], columns: Sequence[str], title: str) -> str:
     for r in rows:
         status = str(r.get("status", "?"))
         counts[status] = counts.get(status, 0) + 1
-    out.append(f"{len(rows)} partitions: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    closing = f"{len(rows)} partitions: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    truncated = truncation_summary(rows, dry_run)
+    out.append(closing + (f"; {truncated}" if truncated else ""))
     return "\n".join(out)
 
 

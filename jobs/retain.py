@@ -67,7 +67,7 @@ def command(job: JobContext, dry_run: bool, force: bool, log_start_offsets: tupl
     )
     spark = job.spark("retain")
     rows = run(spark, job.log_dirs, job.topic_regex, configs, opts, listing)
-    job.output.emit(rows, SCHEMA, "retention plan (dry run)" if dry_run else "retention")
+    job.output.emit(rows, SCHEMA, "retention plan (dry run)" if dry_run else "retention", dry_run=dry_run)
     sys.exit(output.exit_status(rows))
 
 

@@ -55,6 +55,11 @@ class CorruptCheckpointError(CorruptDataError):
     """A checkpoint, leader-epoch, partition.metadata or producer snapshot file is malformed."""
 
 
+class NotRegularFileError(CorruptDataError):
+    """A log file's name (segment, index, snapshot, checkpoint, properties) on something that is not a
+    regular file: a FIFO, a device, a socket, a directory. Never opened for reading (a FIFO would block)."""
+
+
 class ConfigError(KafkaLogError, ValueError):
     """An unknown configuration name or a value Kafka would reject."""
 

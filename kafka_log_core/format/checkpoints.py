@@ -168,7 +168,7 @@ def parse_offset_checkpoint(data: bytes, path: StrPath | None = None) -> dict[To
 def read_offset_checkpoint(path: StrPath) -> dict[TopicPartition, int]:
     """Read an offset checkpoint file; a missing file has no entries (the broker creates it empty)."""
     target = Path(path)
-    return parse_offset_checkpoint(target.read_bytes(), path) if target.exists() else {}
+    return parse_offset_checkpoint(fsutil.read_regular(target), path) if target.exists() else {}
 
 
 def format_offset_checkpoint(offsets: Mapping[TopicPartition, int]) -> bytes:
@@ -217,7 +217,7 @@ def parse_leader_epoch_checkpoint(data: bytes, path: StrPath | None = None) -> l
 
 def read_leader_epoch_checkpoint(path: StrPath) -> list[EpochEntry]:
     target = Path(path)
-    return parse_leader_epoch_checkpoint(target.read_bytes(), path) if target.exists() else []
+    return parse_leader_epoch_checkpoint(fsutil.read_regular(target), path) if target.exists() else []
 
 
 def assign(cache: Sequence[EpochEntry], entry: EpochEntry) -> list[EpochEntry]:
@@ -329,7 +329,7 @@ def parse_partition_metadata(data: bytes, path: StrPath | None = None) -> Partit
 
 
 def read_partition_metadata(path: StrPath) -> PartitionMetadata:
-    return parse_partition_metadata(Path(path).read_bytes(), path)
+    return parse_partition_metadata(fsutil.read_regular(path), path)
 
 
 def format_partition_metadata(topic_id: str, version: int = 0) -> bytes:
@@ -435,4 +435,4 @@ def parse_meta_properties(data: bytes, path: StrPath | None = None) -> MetaPrope
 
 
 def read_meta_properties(path: StrPath) -> MetaProperties:
-    return parse_meta_properties(Path(path).read_bytes(), path)
+    return parse_meta_properties(fsutil.read_regular(path), path)

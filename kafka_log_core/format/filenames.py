@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from kafka_log_core import fsutil
 from kafka_log_core.constants import MAX_INT, MAX_LONG
 from kafka_log_core.errors import UsageError
 
@@ -183,10 +184,25 @@ def list_partition_dirs(log_dir: str | os.PathLike[str]) -> list[tuple[TopicPart
 
 
 def list_segment_bases(directory: str | os.PathLike[str]) -> list[int]:
-    """Base offsets of the live ``.log`` files of a partition directory (no marker suffix), sorted."""
+    """Base offsets of the live ``.log`` files of a partition directory (no marker suffix), sorted.
+
+    Every entry named like a segment file (live or marked) must be a regular file (symlinks followed):
+    a FIFO, socket, device or directory with such a name is refused here, before anything opens it."""
     bases = []
-    for name in os.listdir(directory):
-        parsed = parse_segment_file(name)
-        if parsed and parsed.suffix == LOG_SUFFIX and parsed.marker is None:
-            bases.append(parsed.base_offset)
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            parsed = parse_segment_file(entry.name)
+            if parsed is None:
+                continue
+            if not entry.is_file():
+                fsutil.check_regular(entry.path, _stat_or_lstat(entry))
+            if parsed.suffix == LOG_SUFFIX and parsed.marker is None:
+                bases.append(parsed.base_offset)
     return sorted(bases)
+
+
+def _stat_or_lstat(entry: os.DirEntry) -> os.stat_result:
+    try:
+        return entry.stat()
+    except OSError:  # a dangling symlink: refused as what it is
+        return entry.stat(follow_symlinks=False)

@@ -12,7 +12,6 @@ import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar, Generic, Self, TypeVar
 
 import numpy as np
@@ -84,7 +83,7 @@ class FixedWidthIndex(Generic[E]):
     def read(cls, path: str | os.PathLike[str], base_offset: int | None = None) -> Self:
         """Read an index file; the base offset defaults to the one in its file name."""
         base = base_offset_of(path) if base_offset is None else base_offset
-        return cls.parse(Path(path).read_bytes(), base, path)
+        return cls.parse(fsutil.read_regular(path), base, path)
 
     def __len__(self) -> int:
         return len(self.entries)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_log_core import fsutil
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError
 from kafka_log_core.format import compression, legacy_records, record_batch
 from kafka_log_core.format.legacy_records import LegacyRecord
@@ -120,7 +121,7 @@ class FileBatch:
 def read_log(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
     """The bytes of a ``.log``, memory-mapped read-only: pages come from the page cache on demand and are
     never copied into the process, so a 1 GiB segment costs address space, not a 1 GiB buffer."""
-    with open(path, "rb") as f:
+    with fsutil.open_regular_file(path) as f:
         if os.fstat(f.fileno()).st_size == 0:
             return b""
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)

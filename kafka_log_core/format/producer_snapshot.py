@@ -27,7 +27,6 @@ import os
 import struct
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
-from pathlib import Path
 
 import crc32c
 
@@ -102,7 +101,7 @@ def parse_producer_snapshot(
 
 
 def read_producer_snapshot(path: str | os.PathLike[str]) -> list[ProducerSnapshotEntry]:
-    return parse_producer_snapshot(Path(path).read_bytes(), path)
+    return parse_producer_snapshot(fsutil.read_regular(path), path)
 
 
 def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from kafka_log_core.format import compression
-from kafka_log_core.kernels.primitives import copy_bytes
+from kafka_log_core.kernels.fields import copy_bytes
 
 LZ4_OK = 0
 LZ4_NOT_MINE = 1  # unusual or malformed: the readable reader decides

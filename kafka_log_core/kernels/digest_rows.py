@@ -1,7 +1,7 @@
 """Rows of key digests, the currency of split cleaning (``rules.split_cleaning``): pass 1 of a segment
 gives rows, the combine of a digest bucket takes the rows of every segment.
 
-A row is three ``uint64`` words (the offset map's entry, ``primitives.SLOT_*``)::
+A row is three ``uint64`` words (the offset map's entry, ``offset_map.SLOT_*``)::
 
     0  digest hi   first 8 bytes of the key's MD5 (big-endian, as the offset map reads them)
     1  digest lo   last 8 bytes

@@ -1,8 +1,8 @@
 """Record tables: the compiled view of a batch's records that compaction works on.
 
-For a v2 batch the record area (decompressed if needed) is walked by ``kernels.walk_records`` into
-arrays — offsets, key positions and lengths, value nulls, record byte ranges — and keys are hashed to
-128-bit digests. Nothing is materialised as Python objects. Legacy batches go through the readable
+For a v2 batch the record area (decompressed if needed) is walked into a record table
+(``record_walk``) and keys are hashed to 128-bit digests (``key_digest.walk_and_hash``); the columns a
+caller reads are taken from it: offsets, key lengths, value nulls, timestamps, digests. Nothing is materialised as Python objects. Legacy batches go through the readable
 decoder and are hashed the same way.
 """
 
@@ -16,12 +16,12 @@ from kafka_log_core.errors import CorruptRecordError
 from kafka_log_core.format import compression, record_batch
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.record_batch import BatchHeader
-from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels import key_digest, record_walk
 
 
 @dataclass(slots=True)
 class RecordTable:
-    """Columns over the records of one batch (v2: over ``area``, the uncompressed record area)."""
+    """Columns over the records of one batch."""
 
     offsets: np.ndarray  # int64 absolute offsets
     key_len: np.ndarray  # int64, -1 = null key
@@ -29,11 +29,6 @@ class RecordTable:
     hash_hi: np.ndarray  # uint64 key digest (0 for null keys)
     hash_lo: np.ndarray
     timestamps: np.ndarray  # int64 absolute timestamps
-    area: np.ndarray | None = None  # uint8, v2 only
-    rec_start: np.ndarray | None = None  # int64 byte ranges of each record in ``area`` (v2 only)
-    rec_end: np.ndarray | None = None
-    body_start: np.ndarray | None = None  # position of the record's attributes byte (after length)
-    raw_ts_delta: np.ndarray | None = None  # timestamp deltas as encoded (v2 only)
     legacy: tuple = ()  # LegacyRecord objects (legacy batches only)
 
     @property
@@ -50,12 +45,11 @@ def _empty_table() -> RecordTable:
     return RecordTable(z, z, np.zeros(0, dtype=bool), u, u, z)
 
 
-def record_table(batch: FileBatch, hashes: tuple[np.ndarray, np.ndarray] | None = None) -> RecordTable:
-    """Walk and hash the records of ``batch``; corrupt records raise with the file and position.
-    ``hashes``: the key digests of this very batch, computed before (then only the walk runs)."""
+def record_table(batch: FileBatch) -> RecordTable:
+    """Walk and hash the records of ``batch``; corrupt records raise with the file and position."""
     header = batch.header
     if not isinstance(header, BatchHeader):
-        return _legacy_table(batch)  # legacy digests are cheap to recompute: not cached
+        return _legacy_table(batch)
     if header.records_count == 0:
         return _empty_table()
     compressed = header.compression != compression.NONE
@@ -69,42 +63,32 @@ def record_table(batch: FileBatch, hashes: tuple[np.ndarray, np.ndarray] | None 
     else:
         area = np.frombuffer(batch.data, dtype=np.uint8)
         start = record_batch.HEADER_SIZE
-    if hashes is None:
-        code, err_pos, table, hi, lo = kernels.walk_and_hash(
-            area, start, area.shape[0], header.records_count, header.base_offset
-        )
-    else:
-        code, err_pos, table = kernels.walk_records(
-            area, start, area.shape[0], header.records_count, header.base_offset
-        )
-        hi, lo = hashes
-    if code != kernels.OK:
+    code, err_pos, table, digests = key_digest.walk_and_hash(
+        area, start, area.shape[0], header.records_count, header.base_offset
+    )
+    if code != record_walk.OK:
         where = f" (byte {err_pos} of the decompressed record area)" if compressed else ""
         raise CorruptRecordError(
-            f"{kernels.ERROR_TEXT[code]} in batch at offset {header.base_offset}{where}",
+            f"{record_walk.ERROR_TEXT[code]} in batch at offset {header.base_offset}{where}",
             batch.path,
             batch.position + (record_batch.HEADER_SIZE if compressed else err_pos),
         )
+    offsets = table[:, record_walk.R_OFFSET].copy()
     if header.timestamp_type == record_batch.LOG_APPEND_TIME:
-        timestamps = np.full(table.shape[1], header.max_timestamp, dtype=np.int64)
+        timestamps = np.full(offsets.shape[0], header.max_timestamp, dtype=np.int64)
     else:
-        timestamps = header.base_timestamp + table[kernels.W_TS_DELTA]
+        timestamps = header.base_timestamp + table[:, record_walk.R_TS_DELTA]
     return RecordTable(
-        offsets=table[kernels.W_OFFSET],
-        key_len=table[kernels.W_KEY_LEN],
-        value_null=table[kernels.W_VALUE_LEN] < 0,
-        hash_hi=hi,
-        hash_lo=lo,
+        offsets=offsets,
+        key_len=table[:, record_walk.R_KEY_LEN].copy(),
+        value_null=table[:, record_walk.R_VALUE_LEN] < 0,
+        hash_hi=digests[:, key_digest.DIGEST_HI].copy(),
+        hash_lo=digests[:, key_digest.DIGEST_LO].copy(),
         timestamps=timestamps,
-        area=area,
-        rec_start=table[kernels.W_REC_START],
-        rec_end=table[kernels.W_REC_END],
-        body_start=table[kernels.W_BODY_START],
-        raw_ts_delta=table[kernels.W_TS_DELTA],
     )
 
 
-def _legacy_table(batch: FileBatch, hashes=None) -> RecordTable:
+def _legacy_table(batch: FileBatch) -> RecordTable:
     records = batch.records()
     n = len(records)
     key_len = np.array([-1 if r.key is None else len(r.key) for r in records], dtype=np.int64)
@@ -112,7 +96,7 @@ def _legacy_table(batch: FileBatch, hashes=None) -> RecordTable:
     key_pos = np.zeros(n, dtype=np.int64)
     if n:
         key_pos[1:] = np.cumsum(np.maximum(key_len, 0))[:-1]
-    hi, lo = kernels.hash_keys(np.frombuffer(keys, dtype=np.uint8), key_pos, key_len)
+    hi, lo = key_digest.hash_keys(np.frombuffer(keys, dtype=np.uint8), key_pos, key_len)
     return RecordTable(
         offsets=np.array([r.offset for r in records], dtype=np.int64),
         key_len=key_len,

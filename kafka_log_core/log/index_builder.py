@@ -1,7 +1,7 @@
 """Builds a segment's offset and time indexes from its batches, as the broker's recovery does.
 
 The rule is written down in :mod:`kafka_log_core.format.offset_index`; the bulk path runs it in a compiled
-kernel over a whole segment (``segment_kernels.index_entries``).
+kernel over a whole segment (``index_entries.index_entries``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kafka_log_core.format.offset_index import (
     max_entries,
 )
 from kafka_log_core.format.time_index import NO_TIMESTAMP, TimeIndex
-from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels import index_entries, statuses
 
 
 class IndexBuilder:
@@ -113,8 +113,8 @@ class IndexBuilder:
         n = positions.shape[0]
         if n == 0:
             return
-        st = sk.new_state(
-            sk.INDEX_STATE, base_offset=self.base_offset, index_interval_bytes=self.index_interval_bytes,
+        st = statuses.new_state(
+            index_entries.INDEX_STATE, base_offset=self.base_offset, index_interval_bytes=self.index_interval_bytes,
             max_offset_entries=self._max_offset_entries, max_time_entries=self._max_time_entries,
             last_indexed_position=self._last_indexed_position, last_position=self._last_position,
             max_timestamp=self.max_timestamp, offset_of_max_timestamp=self.offset_of_max_timestamp,
@@ -126,7 +126,7 @@ class IndexBuilder:
         time_ts = np.empty(n, dtype=np.int64)
         time_rel = np.empty(n, dtype=np.int64)
         first_offset, first_time = len(self._relatives), len(self._timestamps)
-        status, failed = sk.index_entries(
+        status, failed = index_entries.index_entries(
             positions, last_offsets, max_timestamps, st, rel, pos, time_ts, time_rel
         )
         row = st[0]
@@ -138,7 +138,7 @@ class IndexBuilder:
         self._last_position = int(row["last_position"])
         self.max_timestamp = int(row["max_timestamp"])
         self.offset_of_max_timestamp = int(row["offset_of_max_timestamp"])
-        if status != sk.INDEX_OK:  # the readable path raises the error for that batch
+        if status != index_entries.INDEX_OK:  # the readable path raises the error for that batch
             self.append(int(positions[failed]), int(last_offsets[failed]), int(max_timestamps[failed]))
             raise CorruptIndexError(
                 f"batch at position {int(positions[failed])} cannot be indexed", self.path

@@ -26,6 +26,7 @@ from kafka_log_core import fsutil
 from kafka_log_core.errors import UsageError
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition, list_partition_dirs, list_segment_bases
+from kafka_log_core.log import checkpoint_files
 from kafka_log_core.log.segment import Segment
 
 RECOVERY_POINT_CHECKPOINT = checkpoints.RECOVERY_POINT_CHECKPOINT
@@ -84,8 +85,16 @@ class LogDirState:
 
 def read_partition_checkpoints(log_dir: str | os.PathLike[str], tp: TopicPartition) -> PartitionCheckpoints:
     """``tp``'s entries as the log-dir files hold them now. A job that writes reads them again once it holds
-    the partition: another job may have moved them since the driver's listing."""
-    return LogDirState.read(log_dir).for_partition(tp)
+    the partition: another job may have moved them since the driver's listing. The files are parsed once
+    per process and again only where they change (:mod:`checkpoint_files`)."""
+    d = Path(log_dir)
+    return PartitionCheckpoints(
+        recovery_point=checkpoint_files.entry(d / RECOVERY_POINT_CHECKPOINT, tp),
+        log_start_offset=checkpoint_files.entry(d / LOG_START_OFFSET_CHECKPOINT, tp),
+        high_watermark=checkpoint_files.entry(d / REPLICATION_OFFSET_CHECKPOINT, tp),
+        cleaner_offset=checkpoint_files.entry(d / CLEANER_OFFSET_CHECKPOINT, tp),
+        clean_shutdown=(d / CLEAN_SHUTDOWN_FILE).exists(),
+    )
 
 
 def random_uuid(rng: random.Random) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kafka_log_core import fsutil
 from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.errors import CorruptDataError, CorruptIndexError
 from kafka_log_core.format import log_file
@@ -31,8 +32,7 @@ from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.offset_index import OffsetIndex, parse_offset_index
 from kafka_log_core.format.time_index import TimeIndex, parse_time_index
 from kafka_log_core.format.txn_index import AbortedTxn, read_txn_index
-from kafka_log_core.kernels import primitives as kernels
-from kafka_log_core.kernels import segment_kernels
+from kafka_log_core.kernels import fields, header_scan, statuses
 
 _OFFSET_SIZE = struct.Struct(">qi")
 
@@ -49,6 +49,7 @@ class Segment:
     def open(cls, directory: str | os.PathLike[str], base_offset: int) -> Segment:
         path = segment_file(directory, base_offset, LOG_SUFFIX)
         st = path.stat()
+        fsutil.check_regular(path, st)
         return cls(Path(directory), base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
 
     # ------------------------------------------------------------------ files
@@ -87,7 +88,7 @@ class Segment:
         the compiled passes walk."""
         array = self._cache.get("array")
         if array is None:
-            array = kernels.as_bytes(self.read())
+            array = fields.as_bytes(self.read())
             self._cache["array"] = array
         return array
 
@@ -95,17 +96,17 @@ class Segment:
         self._cache.clear()
 
     def headers(self, start_position: int = 0) -> np.ndarray:
-        """Every batch header from ``start_position`` as rows of ``segment_kernels.HEADER_ROW``, from one
+        """Every batch header from ``start_position`` as rows of ``header_scan.HEADER_ROW``, from one
         compiled scan (not strict: a partial batch at the end is left out, as readers do)."""
         cached = "array" in self._cache
         array = self.buffer()
         try:
-            status, position, rows = segment_kernels.scan_headers(array, start_position, array.shape[0])
-            if status != segment_kernels.DONE:  # the readable reader raises with the detail
+            status, position, rows = header_scan.scan_headers(array, start_position, array.shape[0])
+            if status != statuses.DONE:  # the readable reader raises with the detail
                 for _ in log_file.iter_batches(self.read(), self.log_path, position):
                     break
                 raise CorruptDataError("malformed batch", self.log_path, position)
-            return segment_kernels.header_rows(rows)
+            return header_scan.header_rows(rows)
         finally:
             if not cached:
                 self.drop_cache()
@@ -118,13 +119,13 @@ class Segment:
     @cached_property
     def offset_index(self) -> OffsetIndex:
         path = self.index_path
-        data = path.read_bytes() if path.exists() else b""
+        data = fsutil.read_regular(path) if path.exists() else b""
         return parse_offset_index(data, self.base_offset, path)
 
     @cached_property
     def time_index(self) -> TimeIndex:
         path = self.time_index_path
-        data = path.read_bytes() if path.exists() else b""
+        data = fsutil.read_regular(path) if path.exists() else b""
         return parse_time_index(data, self.base_offset, path)
 
     @cached_property
@@ -175,7 +176,7 @@ class Segment:
         if "data" in self._cache:
             yield from log_file.iter_batches(self._cache["data"], self.log_path, start_position, strict=False)
             return
-        with open(self.log_path, "rb") as f:
+        with fsutil.open_regular_file(self.log_path) as f:
             pos = start_position
             while pos + 17 < self.size:
                 f.seek(pos)
@@ -203,7 +204,7 @@ class Segment:
 
 
 def _read_head(path: Path, n: int) -> bytes:
-    with open(path, "rb") as f:
+    with fsutil.open_regular_file(path) as f:
         head = f.read(12)
         if len(head) < 12:
             return head

@@ -12,7 +12,7 @@ Plan, then apply:
   (``.cleaned -> .swap``, old files ``.deleted``, ``.swap -> final``, fsyncs) and the cleaner
   checkpoint is written last.
 
-Both passes run compiled, one call per segment (``segment_kernels``, driven by ``cleaner_segments``);
+Both passes run compiled, one call per segment (``map_pass`` and ``clean_pass``, driven by ``cleaner_segments``);
 this module holds the maths around them and the file swaps.
 """
 
@@ -34,7 +34,7 @@ from kafka_log_core.format.filenames import (
     SWAP_MARKER,
     segment_file,
 )
-from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels import clean_pass, digest_store, map_pass, statuses
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
@@ -186,8 +186,8 @@ def build_offset_map(
     dirty = log.segments_in(start, end)
     tracker = TransactionTracker()
     tracker.add_aborted(log.collect_aborted_transactions(start, end))
-    st = sk.new_state(
-        sk.MAP_STATE, start_offset=start, latest_offset=offset_map.latest_offset, keys=offset_map.size,
+    st = statuses.new_state(
+        map_pass.MAP_STATE, start_offset=start, latest_offset=offset_map.latest_offset, keys=offset_map.size,
         capacity=offset_map.capacity,
     )  # fmt: skip
     full = False
@@ -197,14 +197,14 @@ def build_offset_map(
         store = NO_STORE
         rows = min(budget, segment.size // _STORE_ROW_BYTES + 16)
         if digests is not None and segment.base_offset >= start and position == 0 and rows > 16:
-            store = new_store(rows, sk.STORE_FILL)
+            store = new_store(rows, digest_store.STORE_FILL)
         full = map_segment(segment, position, offset_map.table, tracker, st, store)
         segment.drop_cache()  # pass 2 reads it again: memory stays one segment, not the dirty section
         if full:
             break
         if verified is not None and position == 0:
             verified.add(segment.base_offset)
-        if digests is not None and store[1]["valid"][0] and store[1]["mode"][0] == sk.STORE_FILL:
+        if digests is not None and store[1]["valid"][0] and store[1]["mode"][0] == digest_store.STORE_FILL:
             used = int(store[1]["used"][0])
             digests[segment.base_offset] = store[0][:used]
             budget -= used
@@ -351,8 +351,8 @@ def clean_log(
     tracker = TransactionTracker(record_events=True)
     # Rule R2.2 (keep the round's last batch, as an empty batch if need be) exists only in some releases.
     upper_bound = upper if keeps_last_batch_of_round(broker.kafka_version) else -1
-    st = sk.new_state(
-        sk.CLEAN_STATE, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms, upper_bound=upper_bound,
+    st = statuses.new_state(
+        clean_pass.CLEAN_STATE, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms, upper_bound=upper_bound,
         latest_offset=offset_map.latest_offset,
     )  # fmt: skip
     for group in groups:

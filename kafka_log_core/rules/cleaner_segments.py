@@ -1,4 +1,4 @@
-"""The Python side of the cleaner's compiled passes (:mod:`kafka_log_core.kernels.segment_kernels`).
+"""The Python side of the cleaner's compiled passes (``kernels.map_pass`` and ``kernels.clean_pass``).
 
 One kernel call covers a whole segment; this module does what the kernels hand back, and only that:
 
@@ -37,9 +37,19 @@ from kafka_log_core.format.legacy_records import LegacyRecord, encode_wrapper
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.record_batch import BatchRetention, TimestampType
 from kafka_log_core.format.txn_index import AbortedTxn, encode_txn_index
-from kafka_log_core.kernels import codec_kernels, scan
-from kafka_log_core.kernels import primitives as kernels
-from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels import (
+    batch_header,
+    chunk_walk,
+    clean_pass,
+    codec_kernels,
+    digest_store,
+    fields,
+    header_scan,
+    map_pass,
+    offset_map,
+    scan,
+    statuses,
+)
 from kafka_log_core.log.index_builder import IndexBuilder
 from kafka_log_core.log.segment import Segment
 from kafka_log_core.rules.producer_state import LastRecord
@@ -76,7 +86,9 @@ class CleanedSegment:
 
     def _size(self, n: int) -> None:
         self.buffer = np.empty(n, dtype=np.uint8)
-        self.batches = np.zeros(n // sk.HEADER_SIZE + 1, dtype=sk.OUT_BATCH)  # every batch is >= 61 bytes
+        self.batches = np.zeros(
+            n // record_batch.HEADER_SIZE + 1, dtype=clean_pass.OUT_BATCH
+        )  # every batch is >= 61 bytes
 
     def start(self, st: np.ndarray) -> None:
         """Point the pass state at this (empty) output."""
@@ -132,7 +144,9 @@ class CleanedSegment:
             self.batches
         ):
             self.make_room(st, len(data))
-        sk.append_output(self.buffer, self.batches, st, kernels.as_bytes(data), last_offset, max_timestamp)
+        clean_pass.append_output(
+            self.buffer, self.batches, st, fields.as_bytes(data), last_offset, max_timestamp
+        )
 
     def finish(self, st: np.ndarray, mtime_ms: int, like: Segment | None = None) -> list[Path]:
         self.flush(st)
@@ -214,7 +228,7 @@ def _copy_ownership(source: Segment, paths: list[Path]) -> None:
 # ============================================================================================ helpers
 def producer_array(active: dict[int, LastRecord]) -> np.ndarray:
     """Active producers for the kernels' "last batch of its producer" rule, sorted by producer id."""
-    rows = np.zeros(len(active), dtype=sk.PRODUCER)
+    rows = np.zeros(len(active), dtype=clean_pass.PRODUCER)
     for i, pid in enumerate(sorted(active)):
         last = active[pid]
         rows[i] = (pid, -1 if last.last_data_offset is None else last.last_data_offset, last.producer_epoch)
@@ -226,7 +240,7 @@ def _i32_at(buf: np.ndarray, position: int) -> int:
 
 
 def _batch_size(buf: np.ndarray, position: int) -> int:
-    return sk.LOG_OVERHEAD + _i32_at(buf, position + sk.BATCH_LENGTH_AT)
+    return record_batch.LOG_OVERHEAD + _i32_at(buf, position + batch_header.BATCH_LENGTH_AT)
 
 
 def _entry(segment: Segment, position: int) -> FileBatch:
@@ -240,17 +254,17 @@ def raise_corrupt(segment: Segment, position: int, status: int) -> None:
     """A kernel found corrupt data at ``position``: the readable code raises the precise error."""
     batch = _entry(segment, position)
     batch.verify()
-    if status == sk.ERR_CONTROL or (status == sk.ERR_RECORD and batch.is_control):
+    if status == statuses.ERR_CONTROL or (status == statuses.ERR_RECORD and batch.is_control):
         try:
             record_batch.decode_control_record(cast(record_batch.Record, batch.records()[0]))
         except CorruptRecordError as err:
             if err.path is None:
                 raise CorruptRecordError(err.detail, segment.log_path, position) from err
             raise
-    if status == sk.ERR_RECORD:
+    if status == statuses.ERR_RECORD:
         scan.record_table(batch)
     raise CorruptRecordError(
-        f"{sk.STATUS_NAMES.get(status, status)} in batch at offset {batch.last_offset}",
+        f"{statuses.STATUS_NAMES.get(status, status)} in batch at offset {batch.last_offset}",
         segment.log_path,
         position,
     )
@@ -264,7 +278,7 @@ class Run:
     LIMIT = 1024  # batches per run
 
     def __init__(self, buf: np.ndarray, position: int) -> None:
-        _, positions, sizes, codecs = sk.compressed_run(buf, position, buf.shape[0], self.LIMIT)
+        _, positions, sizes, codecs = chunk_walk.compressed_run(buf, position, buf.shape[0], self.LIMIT)
         view = buf.data
         header = record_batch.HEADER_SIZE
         parts, starts, ends = [], [], []
@@ -280,7 +294,7 @@ class Run:
             starts.append(at)
             at += len(raw)
             ends.append(at)
-        self.areas = kernels.as_bytes(b"".join(parts))
+        self.areas = fields.as_bytes(b"".join(parts))
         self.bounds = np.ascontiguousarray(np.array([starts, ends], dtype=np.int64).reshape(2, -1).T)
 
 
@@ -288,7 +302,7 @@ def new_karea(size: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The buffer the kernels decompress lz4 batches into: writable, and the same memory read-only (the
     type every record source has in the kernels). One chunk's worth; made larger on STOP_AREA_ROOM."""
     writable = np.empty(max(size, KAREA_BYTES), dtype=np.uint8)
-    return writable, kernels.as_bytes(writable.view())
+    return writable, fields.as_bytes(writable.view())
 
 
 KAREA_BYTES = 8 * 1024 * 1024
@@ -299,11 +313,11 @@ def larger_karea(karea: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.n
 
 
 class Chunk:
-    """The chunk the pass kernels walk records into, kept between their calls (``segment_kernels``)."""
+    """The chunk the pass kernels walk records into, kept between their calls (``chunk_walk``)."""
 
-    def __init__(self, records: int = sk.CHUNK_RECORDS) -> None:
-        self.rec, self.dig, self.bat = sk.new_chunk(records, sk.CHUNK_BATCHES)
-        self.state = np.zeros(1, dtype=sk.CHUNK_STATE)
+    def __init__(self, records: int = chunk_walk.CHUNK_RECORDS) -> None:
+        self.rec, self.dig, self.bat = chunk_walk.new_chunk(records, chunk_walk.CHUNK_BATCHES)
+        self.state = np.zeros(1, dtype=chunk_walk.CHUNK_STATE)
 
     @property
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -311,11 +325,13 @@ class Chunk:
 
     def grow(self) -> None:
         """Room for the batch that did not fit (the chunk starts again there)."""
-        self.rec, self.dig, self.bat = sk.new_chunk(int(self.state["records_needed"][0]), sk.CHUNK_BATCHES)
+        self.rec, self.dig, self.bat = chunk_walk.new_chunk(
+            int(self.state["records_needed"][0]), chunk_walk.CHUNK_BATCHES
+        )
         self.state[:] = 0
 
 
-NO_RUN_AREAS = kernels.EMPTY_BYTES
+NO_RUN_AREAS = fields.EMPTY_BYTES
 NO_RUN_BOUNDS = np.zeros((0, 2), dtype=np.int64)
 
 
@@ -324,10 +340,10 @@ def verify_segment(segment: Segment) -> None:
     buf = segment.buffer()
     position = 0
     while True:
-        status, position = sk.verify_batches(buf, position, buf.shape[0])
-        if status == sk.DONE:
+        status, position = header_scan.verify_batches(buf, position, buf.shape[0])
+        if status == statuses.DONE:
             return
-        if status != sk.STOP_LEGACY:
+        if status != statuses.STOP_LEGACY:
             raise_corrupt(segment, position, status)
         batch = _entry(segment, position)
         batch.verify()
@@ -336,11 +352,13 @@ def verify_segment(segment: Segment) -> None:
 
 # ============================================================================================ pass 1
 def new_store(rows: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
-    """A digest store of ``rows`` rows and its state (``segment_kernels.STORE_*``)."""
-    return np.empty((rows, 3), dtype=np.uint64), sk.new_state(sk.STORE_STATE, mode=mode, valid=True)
+    """A digest store of ``rows`` rows and its state (``digest_store.STORE_*``)."""
+    return np.empty((rows, 3), dtype=np.uint64), statuses.new_state(
+        digest_store.STORE_STATE, mode=mode, valid=True
+    )
 
 
-NO_STORE = (sk.NO_STORE, sk.new_state(sk.STORE_STATE, mode=sk.STORE_NONE))
+NO_STORE = (digest_store.NO_STORE, statuses.new_state(digest_store.STORE_STATE, mode=digest_store.STORE_NONE))
 
 
 def map_segment(
@@ -356,28 +374,28 @@ def map_segment(
     karea = new_karea()
     chunk = Chunk()
     while True:
-        status = sk.build_map(
+        status = map_pass.build_map(
             buf, buf.shape[0], areas, bounds, slots, tracker.table, tracker.state, tracker.events, *store, *karea,
             *chunk.arrays, st,
         )  # fmt: skip
         position = int(st["position"][0])
-        if status == sk.DONE:
+        if status == statuses.DONE:
             return False
-        if status == sk.STOP_MAP_FULL:
+        if status == statuses.STOP_MAP_FULL:
             return True
-        if status == sk.STOP_TXN:
+        if status == statuses.STOP_TXN:
             tracker.consume_up_to(int(st["last_offset"][0]))
-        elif status == sk.STOP_TXN_TABLE:
+        elif status == statuses.STOP_TXN_TABLE:
             tracker.grow()
-        elif status == sk.STOP_AREA_ROOM:
+        elif status == statuses.STOP_AREA_ROOM:
             karea = larger_karea(karea)
-        elif status == sk.STOP_CHUNK_ROOM:
+        elif status == statuses.STOP_CHUNK_ROOM:
             chunk.grow()
-        elif status == sk.STOP_COMPRESSED:
+        elif status == statuses.STOP_COMPRESSED:
             run = Run(buf, position)
             areas, bounds = run.areas, run.bounds
             st["area_next"] = 0
-        elif status == sk.STOP_LEGACY:
+        elif status == statuses.STOP_LEGACY:
             if int(st["rows_only"][0]):
                 raise KafkaLogError(
                     f"{segment.log_path}: a legacy entry at position {position} in a rows-only pass"
@@ -400,7 +418,7 @@ def _map_legacy(
     row = st[0]
     start = int(row["start_offset"])
     mask = table.has_key & (table.offsets >= start)
-    consumed, keys, last = kernels.map_put_many(
+    consumed, keys, last = offset_map.map_put_many(
         slots, table.hash_hi, table.hash_lo, table.offsets, int(row["keys"]), int(row["capacity"]), mask
     )
     row["keys"] = keys
@@ -424,7 +442,11 @@ def clean_segment(
     ``keep`` (split cleaning, a segment of v2 batches whose keyed records were all in pass 1): the
     ascending offsets of the records that are their key's latest; the keyed records are kept by it,
     ``slots`` is not read and no key is hashed."""
-    store = NO_STORE if digests is None else (digests, sk.new_state(sk.STORE_STATE, mode=sk.STORE_USE))
+    store = (
+        NO_STORE
+        if digests is None
+        else (digests, statuses.new_state(digest_store.STORE_STATE, mode=digest_store.STORE_USE))
+    )
     st["keep_list"] = keep is not None
     keep = _NO_KEEP if keep is None else keep
     st["keep_next"] = np.searchsorted(keep, segment.base_offset)
@@ -435,36 +457,40 @@ def clean_segment(
     karea = new_karea()
     chunk = Chunk()
     while True:
-        status = sk.clean(  # type: ignore[call-arg]  # numba stubs: a fixed arity
+        status = clean_pass.clean(  # type: ignore[call-arg]  # numba stubs: a fixed arity
             buf, buf.shape[0], areas, bounds, slots, keep, producers, tracker.table, tracker.state, tracker.events,
             out.buffer, out.batches, scratch, *store, *karea, *chunk.arrays, st,
         )  # fmt: skip
         out.txn_entries += tracker.take_events()
         position = int(st["position"][0])
-        if status == sk.DONE:
+        if status == statuses.DONE:
             if int(st["holes"][0]):  # the holes are filled from this segment's bytes
                 out.flush(st, buf, scratch)
             return
-        if status == sk.STOP_OUTPUT:
-            count = max(_i32_at(buf, position + sk.RECORDS_COUNT_AT), 0)
-            needed = _batch_size(buf, position) + sk.REBUILD_GROWTH_PER_RECORD * count + sk.HEADER_SIZE
+        if status == statuses.STOP_OUTPUT:
+            count = max(_i32_at(buf, position + batch_header.RECORDS_COUNT_AT), 0)
+            needed = (
+                _batch_size(buf, position)
+                + clean_pass.REBUILD_GROWTH_PER_RECORD * count
+                + record_batch.HEADER_SIZE
+            )
             out.make_room(st, needed, buf, scratch)
-        elif status == sk.STOP_TXN:
+        elif status == statuses.STOP_TXN:
             tracker.consume_up_to(int(st["last_offset"][0]))
-        elif status == sk.STOP_TXN_TABLE:
+        elif status == statuses.STOP_TXN_TABLE:
             tracker.grow()
-        elif status == sk.STOP_AREA_ROOM:
+        elif status == statuses.STOP_AREA_ROOM:
             karea = larger_karea(karea)
-        elif status == sk.STOP_CHUNK_ROOM:
+        elif status == statuses.STOP_CHUNK_ROOM:
             chunk.grow()
-        elif status == sk.STOP_SCRATCH:
+        elif status == statuses.STOP_SCRATCH:
             out.flush(st, buf, scratch)  # the holes' records are in the old one
             scratch = np.empty(max(2 * int(st["scratch_needed"][0]), SCRATCH_BYTES), dtype=np.uint8)
-        elif status == sk.STOP_COMPRESSED:
+        elif status == statuses.STOP_COMPRESSED:
             run = Run(buf, position)
             areas, bounds = run.areas, run.bounds
             st["area_next"] = 0
-        elif status == sk.STOP_LEGACY:
+        elif status == statuses.STOP_LEGACY:
             if int(st["keep_list"][0]):
                 raise KafkaLogError(
                     f"{segment.log_path}: a legacy batch at position {position} in a keep-list pass"
@@ -490,9 +516,9 @@ def _clean_legacy(
     last_of_round = batch.next_offset == int(row["upper_bound"])
     retention = BatchRetention.RETAIN_EMPTY if last_of_round else BatchRetention.DELETE_EMPTY
     table = scan.record_table(batch)
-    keep, kept, tombs, kept_tombs = kernels.decide_keep(
+    keep, kept, tombs, kept_tombs = clean_pass.decide_keep(
         table.offsets, table.key_len, table.value_null, table.hash_hi, table.hash_lo, slots,
-        int(row["latest_offset"]), retain_legacy_deletes, kernels.KEEP_BY_RULES,
+        int(row["latest_offset"]), retain_legacy_deletes, clean_pass.KEEP_BY_RULES,
     )  # fmt: skip
     n = len(table)
     row["records_read"] += n

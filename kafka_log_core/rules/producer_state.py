@@ -31,7 +31,7 @@ from kafka_log_core.format.record_batch import (
     decode_control_record,
     increment_sequence,
 )
-from kafka_log_core.kernels.segment_kernels import EMPTY_CONTROL, UNREADABLE_CONTROL
+from kafka_log_core.kernels.header_scan import EMPTY_CONTROL, UNREADABLE_CONTROL
 
 NO_OFFSET = -1
 
@@ -174,7 +174,7 @@ def replay(entries: dict[int, ProducerEntry], batches: Iterable[FileBatch], wher
 
 
 def replay_headers(entries: dict[int, ProducerEntry], rows: np.ndarray, where: str | None = None) -> None:
-    """:func:`apply_batch` over every batch header of ``rows`` (``segment_kernels.HEADER_ROW`` records in
+    """:func:`apply_batch` over every batch header of ``rows`` (``header_scan.HEADER_ROW`` records in
     log order, markers already read by the scan), reduced with numpy: one Python step per producer,
     none per batch. Per producer, in order: the last event sets the epoch and the timestamp; the data
     fields come from the last data batch after the last epoch change; the open transaction starts at

@@ -68,7 +68,7 @@ from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, write
 from kafka_log_core.format.time_index import TimeIndex
 from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import encode_txn_index
-from kafka_log_core.log import locks
+from kafka_log_core.log import checkpoint_files, locks
 from kafka_log_core.log.log_dir import CLEAN_SHUTDOWN_FILE, PartitionCheckpoints
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
@@ -88,8 +88,10 @@ from kafka_log_core.rules.segment_recovery import (
     empty_segment,
     recover_segment,
 )
+from kafka_log_core.rules.valid_data import NOTHING, ValidData, find_valid_data
 
 UNCLEAN = "unclean shutdown"
+RECOVER_TRUNCATING = "--recover-truncating"  # the option that applies the broker's rule as it is
 MISSING_INDEX = "its .index is missing"
 BAD_TXN_INDEX = "its .txnindex has an entry below the segment base"
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -103,6 +105,8 @@ class RecoveredSegment:
     reason: str
     result: SegmentRecovery
     had_txn_index: bool
+    path: str = ""
+    valid_after_cut: ValidData = NOTHING  # valid batches in the bytes the cut removes from this segment
 
     @property
     def index_bytes(self) -> bytes:
@@ -125,6 +129,32 @@ class DroppedSegment:
     base_offset: int
     size: int
     records: int
+    valid: ValidData = NOTHING  # its valid batches (counted for segments dropped after a truncation)
+
+
+@dataclass(frozen=True, slots=True)
+class ValidDataLoss:
+    """Valid data the broker's rule deletes past an invalid position: a cut that is not a crash tail."""
+
+    path: str
+    position: int
+    stop: str  # what recovery found there
+    in_segment: ValidData  # after the position, in the same segment
+    in_later: ValidData  # in the later segments the rule deletes with it
+    later_segments: int
+
+    @property
+    def total(self) -> ValidData:
+        return self.in_segment + self.in_later
+
+    def describe(self) -> str:
+        where = []
+        if self.in_segment.any:
+            where.append(f"{self.in_segment.describe()} in the rest of the segment")
+        if self.in_later.any:
+            later = f"{self.later_segments} later segment{'' if self.later_segments == 1 else 's'}"
+            where.append(f"{self.in_later.describe()} in {later}")
+        return f"{self.path} at position {self.position}: {self.stop}, and valid data after it: {', '.join(where)}"
 
 
 @dataclass(frozen=True)
@@ -150,6 +180,31 @@ class RecoveryPlan:
     snapshots_written: dict[int, tuple[ProducerSnapshotEntry, ...]] = field(default_factory=dict)
     snapshots_deleted: tuple[int, ...] = ()
     segments_changed: tuple[int, ...] = ()  # bases whose .log or index files change
+    losses: tuple[ValidDataLoss, ...] = ()  # valid data the broker's rule deletes (not a crash tail)
+
+    @property
+    def destroys_valid_data(self) -> bool:
+        """Whether applying the plan deletes valid batches, not only what a crash leaves (a torn or
+        zero-filled tail after which the partition holds no valid batch)."""
+        return bool(self.losses)
+
+    @property
+    def valid_data_lost(self) -> ValidData:
+        total = NOTHING
+        for loss in self.losses:
+            total += loss.total
+        return total
+
+    def refusal(self) -> str:
+        """The one line of a partition whose recovery would destroy valid data, by default."""
+        more = f" (and {len(self.losses) - 1} more such places)" if len(self.losses) > 1 else ""
+        drops = " and deletes the later segments" if any(loss.later_segments for loss in self.losses) else ""
+        return (
+            f"{self.losses[0].describe()}{more}; the broker's recovery would delete "
+            f"{self.valid_data_lost.describe()}: it truncates at the first invalid batch{drops} (a follower "
+            "fetches them again from the leader; offline nothing restores them); not a crash tail: partition "
+            f"not touched; {RECOVER_TRUNCATING} applies the broker's rule"
+        )
 
     @property
     def ran(self) -> bool:
@@ -222,6 +277,8 @@ class RecoveryPlan:
                 f"{_count(len(self.dropped), 'later segment')} deleted ({sum(d.size for d in self.dropped)} bytes, "
                 f"{records})"
             )
+        if self.losses:
+            parts.append(f"{self.valid_data_lost.describe()} deleted among them ({RECOVER_TRUNCATING})")
         if not self.bytes_truncated:
             parts.append("nothing truncated")
         if self.new_segment is not None:
@@ -244,6 +301,10 @@ class RecoveryPlan:
 
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+class ValidDataRefusedError(RecoveryRefusedError):
+    """Recovery would delete valid batches (bit rot, a damaged copy), and --recover-truncating was not given."""
 
 
 # ============================================================================================ planning
@@ -328,6 +389,7 @@ class _Loader:
         self.real_psm = ProducerStateManagerModel(self.files, now_ms, expiration_ms)
         self.recovered: list[RecoveredSegment] = []
         self.dropped: list[DroppedSegment] = []
+        self.losses: list[ValidDataLoss] = []
         self.empty_time_indexes: list[int] = []
         self._epochs: list[EpochEntry] | None = None
         self.epochs_before: tuple[EpochEntry, ...] | None = None
@@ -358,21 +420,43 @@ class _Loader:
         psm.max_size = max(psm.max_size, len(psm.producers))
         psm.last_map_offset = state.map_end_offset
         psm.take_snapshot()
-        seg.cut(result)
-        self.recovered.append(RecoveredSegment(seg.base, reason, result, had_txn))
+        self._cut(seg, result, reason, had_txn)
         return result
 
     def empty(self, seg: _Seg, why: str) -> SegmentRecovery:
         had_txn = segment_file(self.directory, seg.base, TXN_INDEX_SUFFIX).exists()
         result = empty_segment(seg.data, seg.base, str(seg.path), why)
-        seg.cut(result)
-        self.recovered.append(RecoveredSegment(seg.base, UNCLEAN, result, had_txn))
+        self._cut(seg, result, UNCLEAN, had_txn)
         return result
 
-    def drop(self, segments: list[_Seg]) -> None:
+    def _cut(self, seg: _Seg, result: SegmentRecovery, reason: str, had_txn: bool) -> None:
+        """The segment as recovery leaves it; the valid batches in what it loses are counted first."""
+        after = find_valid_data(seg.data, result.valid_bytes, seg.base) if result.truncated_bytes else NOTHING
+        seg.cut(result)
+        self.recovered.append(RecoveredSegment(seg.base, reason, result, had_txn, str(seg.path), after))
+
+    def drop(self, segments: list[_Seg], *, count_valid: bool = False) -> list[DroppedSegment]:
+        dropped = []
         for seg in segments:
-            self.dropped.append(DroppedSegment(seg.base, seg.size, count_records(seg.data, 0)))
+            valid = find_valid_data(seg.data, 0, seg.base) if count_valid else NOTHING
+            dropped.append(DroppedSegment(seg.base, seg.size, count_records(seg.data, 0), valid))
             self.real_psm.mark_deleted(seg.base)
+        self.dropped += dropped
+        return dropped
+
+    def note_loss(self, dropped: list[DroppedSegment]) -> None:
+        """After the last recovery truncated: the valid data its cut and the segments dropped with it
+        delete, when there is any (a crash tail has none)."""
+        r = self.recovered[-1]
+        in_later = NOTHING
+        for d in dropped:
+            in_later += d.valid
+        if r.valid_after_cut.any or in_later.any:
+            res = r.result
+            stop = res.stop or f"offsets that do not increase ({res.emptied}): the broker empties the segment"
+            self.losses.append(
+                ValidDataLoss(r.path, res.valid_bytes, stop, r.valid_after_cut, in_later, len(dropped))
+            )
 
     def load_segment_files(self) -> list[_Seg]:
         """LogLoader.loadSegmentFiles: open every segment; recover those with a missing .index or a bad .txnindex."""
@@ -389,11 +473,13 @@ class _Loader:
                     reason = BAD_TXN_INDEX
             if reason is not None:
                 try:
-                    self.recover(seg, loaded, reason)
+                    truncated = self.recover(seg, loaded, reason).truncated_bytes
                 except InvalidOffsetError as err:  # not caught by the broker here: loading fails
                     raise RecoveryRefusedError(
                         f"{seg.path}: {err}; the broker fails to load this log (non-increasing offsets)"
                     ) from err
+                if truncated:  # later segments stay
+                    self.note_loss([])
             loaded.append(seg)
         return loaded
 
@@ -414,7 +500,7 @@ class _Loader:
                 except InvalidOffsetError as err:
                     truncated = self.empty(seg, str(err)).truncated_bytes
                 if truncated > 0:
-                    self.drop(segments[i + 1 :])
+                    self.note_loss(self.drop(segments[i + 1 :], count_valid=True))
                     del segments[i + 1 :]
                     break
                 i += 1
@@ -471,7 +557,7 @@ class _Loader:
             self.directory, self.tp, self.clean, self.recovery_point, self.log_start_ckpt, tuple(self.recovered),
             tuple(self.dropped), new_segment, tuple(b for b in self.empty_time_indexes if b in kept), tuple(bases),
             log_end, log_start, recovery_point, before, epochs, epoch_file, self.files.to_write(),
-            tuple(self.files.to_delete()), tuple(sorted(changed)),
+            tuple(self.files.to_delete()), tuple(sorted(changed)), tuple(self.losses),
         )  # fmt: skip
 
 
@@ -614,15 +700,7 @@ def update_log_dir_checkpoints(
     written = []
     with locks.checkpoint_lock(d):
         for name, offset in wanted.items():
-            path = d / name
-            entries = checkpoints.read_offset_checkpoint(path)
-            updated = dict(entries)
-            if offset is None:
-                updated.pop(tp, None)
-            else:
-                updated[tp] = offset
-            if updated != entries or not path.exists():
-                checkpoints.write_offset_checkpoint(path, dict(sorted(updated.items())))
+            if checkpoint_files.update(d / name, {tp: offset}, create=True):
                 written.append(name)
     return tuple(written)
 

@@ -72,7 +72,7 @@ from kafka_log_core.format.filenames import (
     segment_file,
 )
 from kafka_log_core.format.producer_snapshot import write_producer_snapshot
-from kafka_log_core.log import locks
+from kafka_log_core.log import checkpoint_files, locks
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
@@ -380,18 +380,15 @@ def update_log_dir_checkpoints(
     written = []
     with locks.checkpoint_lock(d):
         path = d / checkpoints.LOG_START_OFFSET_CHECKPOINT
-        offsets = checkpoints.read_offset_checkpoint(path)
-        updated = dict(offsets)
-        if start > result.plan.new_first_segment_base:
-            updated[tp] = start
-        else:
-            updated.pop(tp, None)
-        if updated != offsets:
-            checkpoints.write_offset_checkpoint(path, dict(sorted(updated.items())))
+        if checkpoint_files.update(path, {tp: start if start > result.plan.new_first_segment_base else None}):
             written.append(path.name)
         path = d / checkpoints.RECOVERY_POINT_CHECKPOINT
-        offsets = checkpoints.read_offset_checkpoint(path)
-        if tp in offsets and offsets[tp] < start:  # a missing entry already means "recover everything"
-            checkpoints.write_offset_checkpoint(path, dict(sorted({**offsets, tp: start}.items())))
+        recovery_point = checkpoint_files.entry(path, tp)
+        # a missing entry already means "recover everything"
+        if (
+            recovery_point is not None
+            and recovery_point < start
+            and checkpoint_files.update(path, {tp: start})
+        ):
             written.append(path.name)
     return tuple(written)

@@ -43,6 +43,7 @@ from numba import njit
 
 from kafka_log_core import fsutil
 from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.format import record_batch
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
     INDEX_SUFFIX,
@@ -53,8 +54,15 @@ from kafka_log_core.format.filenames import (
     segment_file,
 )
 from kafka_log_core.format.txn_index import AbortedTxn
-from kafka_log_core.kernels import primitives as kernels
-from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels import (
+    clean_pass,
+    digest_store,
+    header_scan,
+    map_pass,
+    offset_map,
+    statuses,
+    txn_table,
+)
 from kafka_log_core.kernels.digest_rows import ROW_WORDS, ArrayPool, combine, latest_per_digest, table_rows
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
@@ -120,7 +128,7 @@ class SplitPlan:
     end_offset: int  # the new cleaner checkpoint: the first uncleanable offset
     upper_bound: int  # rule R2.2's bound (-1 where the release lacks it)
     legacy_horizon: int
-    producers: np.ndarray  # segment_kernels.PRODUCER rows
+    producers: np.ndarray  # clean_pass.PRODUCER rows
     segments: tuple[SegmentJob, ...]
     groups: tuple[GroupJob, ...]
     bucket_bits: int  # the digest buckets: ranges of the top bits of digest hi (``kernels.digest_rows``)
@@ -165,14 +173,14 @@ def plan_split(
         group_snapshot = clean_tracker.snapshot(group[0].base_offset)
         aborted = []
         for i, seg in enumerate(group):
-            rows = seg.headers().view(np.int64).reshape(-1, sk.HEADER_FIELDS)
-            records = int(np.maximum(rows[:, sk.H_RECORDS_COUNT], 0).sum())  # legacy entries: -1
+            rows = seg.headers().view(np.int64).reshape(-1, header_scan.HEADER_FIELDS)
+            records = int(np.maximum(rows[:, header_scan.H_RECORDS_COUNT], 0).sum())  # legacy entries: -1
             seg_upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset
             aborted.append(tuple(log.collect_aborted_transactions(seg.base_offset, seg_upper)))
             if seg.base_offset in dirty:
                 position = seg.offset_index.lookup(first_dirty).position
                 snapshot = map_tracker.snapshot(seg.base_offset)
-                from_position = rows[np.searchsorted(rows[:, sk.H_POSITION], position) :]
+                from_position = rows[np.searchsorted(rows[:, header_scan.H_POSITION], position) :]
                 unsure = _track(seg, from_position, map_tracker)
                 # Pass 2 looks up the keys of every batch its own tracker keeps. Where pass 1's tracker may
                 # judge a transactional batch otherwise (it starts at the first dirty offset, pass 2 at the
@@ -208,22 +216,26 @@ def _track(segment: Segment, rows: np.ndarray, tracker: TransactionTracker) -> b
     batch or a legacy (magic 0/1) entry was among them."""
     transactional = bool(
         np.any(
-            (rows[:, sk.H_ATTRIBUTES] & (sk.TRANSACTIONAL_MASK | sk.CONTROL_MASK)) == sk.TRANSACTIONAL_MASK
+            (
+                rows[:, header_scan.H_ATTRIBUTES]
+                & (record_batch.TRANSACTIONAL_MASK | record_batch.CONTROL_MASK)
+            )
+            == record_batch.TRANSACTIONAL_MASK
         )
-        or np.any(rows[:, sk.H_MAGIC] < 2)
+        or np.any(rows[:, header_scan.H_MAGIC] < 2)
     )
     i = 0
     while True:
         status, i = track_headers(rows, i, tracker.table, tracker.state, tracker.events)
-        if status == sk.DONE:
+        if status == statuses.DONE:
             return transactional
-        if status == sk.STOP_TXN:
-            tracker.consume_up_to(int(rows[i, sk.H_LAST_OFFSET]))
-        elif status == sk.STOP_TXN_TABLE:
+        if status == statuses.STOP_TXN:
+            tracker.consume_up_to(int(rows[i, header_scan.H_LAST_OFFSET]))
+        elif status == statuses.STOP_TXN_TABLE:
             tracker.grow()
         else:
             raise NotSplittable(
-                f"{segment.log_path}: the control batch at position {int(rows[i, sk.H_POSITION])} is not a "
+                f"{segment.log_path}: the control batch at position {int(rows[i, header_scan.H_POSITION])} is not a "
                 "plain marker: cleaned in one task"
             )
         tracker.take_events()
@@ -234,26 +246,28 @@ def track_headers(rows, i, table, tstate, events):
     """The tracker calls pass 2 makes (spec §6), over scan_headers rows from row ``i``: returns
     (status, row): DONE, or STOP_TXN / STOP_TXN_TABLE / ERR_CONTROL at the row where Python acts."""
     while i < rows.shape[0]:
-        last = rows[i, sk.H_LAST_OFFSET]
+        last = rows[i, header_scan.H_LAST_OFFSET]
         if last >= tstate[0].next_aborted_first:
-            return sk.STOP_TXN, i
-        if rows[i, sk.H_MAGIC] == 2:
-            pid = rows[i, sk.H_PRODUCER_ID]
-            attributes = rows[i, sk.H_ATTRIBUTES]
-            if attributes & sk.CONTROL_MASK:
-                count = rows[i, sk.H_RECORDS_COUNT]
-                ctype = rows[i, sk.H_CONTROL_TYPE]
-                if count > 0 and ctype == sk.UNREADABLE_CONTROL:
-                    return sk.ERR_CONTROL, i
+            return statuses.STOP_TXN, i
+        if rows[i, header_scan.H_MAGIC] == 2:
+            pid = rows[i, header_scan.H_PRODUCER_ID]
+            attributes = rows[i, header_scan.H_ATTRIBUTES]
+            if attributes & record_batch.CONTROL_MASK:
+                count = rows[i, header_scan.H_RECORDS_COUNT]
+                ctype = rows[i, header_scan.H_CONTROL_TYPE]
+                if count > 0 and ctype == header_scan.UNREADABLE_CONTROL:
+                    return statuses.ERR_CONTROL, i
                 if tstate[0].events >= events.shape[0]:
                     tstate[0].events = 0  # the pre-pass does not need them
-                sk.track_control(table, tstate, events, pid, count, ctype)
+                txn_table.track_control(table, tstate, events, pid, count, ctype)
             else:
-                grow, _ = sk.track_data(table, tstate, pid, (attributes & sk.TRANSACTIONAL_MASK) != 0, last)
+                grow, _ = txn_table.track_data(
+                    table, tstate, pid, (attributes & record_batch.TRANSACTIONAL_MASK) != 0, last
+                )
                 if grow:
-                    return sk.STOP_TXN_TABLE, i
+                    return statuses.STOP_TXN_TABLE, i
         i += 1
-    return sk.DONE, i
+    return statuses.DONE, i
 
 
 # ============================================================================================ pass 1
@@ -306,9 +320,9 @@ def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int) -> np.ndarr
     rows = max(1, min(job.records, segment.read_next_offset - segment.base_offset))  # >= its records
     store = (
         POOL.take("pass1-store", (rows, ROW_WORDS)),
-        sk.new_state(sk.STORE_STATE, mode=sk.STORE_FILL, valid=True),
+        statuses.new_state(digest_store.STORE_STATE, mode=digest_store.STORE_FILL, valid=True),
     )
-    st = sk.new_state(sk.MAP_STATE, start_offset=start_offset, latest_offset=-1, rows_only=1)
+    st = statuses.new_state(map_pass.MAP_STATE, start_offset=start_offset, latest_offset=-1, rows_only=1)
     assert job.tracker is not None
     map_segment(segment, job.position, _NO_TABLE, copy.deepcopy(job.tracker), st, store)
     used = int(store[1]["used"][0])
@@ -317,19 +331,21 @@ def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int) -> np.ndarr
     return store[0][:used]
 
 
-_NO_TABLE = np.zeros((1, kernels.SLOT_WORDS), dtype=np.uint64)
+_NO_TABLE = np.zeros((1, offset_map.SLOT_WORDS), dtype=np.uint64)
 
 
 def _scan(segment: Segment, position: int, start_offset: int, tracker: TransactionTracker) -> np.ndarray:
     """The segment's map (a compiled hash table) from ``position``."""
     keys = max(16, min(segment.read_next_offset - segment.base_offset, MAX_FIRST_MAP_KEYS))  # >= its records
     table = _table(keys)
-    st = sk.new_state(sk.MAP_STATE, start_offset=start_offset, latest_offset=-1, keys=0, capacity=keys)
+    st = statuses.new_state(
+        map_pass.MAP_STATE, start_offset=start_offset, latest_offset=-1, keys=0, capacity=keys
+    )
     while map_segment(segment, position, table, tracker, st):  # full: twice as large, and go on
         keys *= 2
         rows = table_rows(table)
         table = _table(keys)
-        kernels.map_put_many(table, np.ascontiguousarray(rows[:, 0]), np.ascontiguousarray(rows[:, 1]),
+        offset_map.map_put_many(table, np.ascontiguousarray(rows[:, 0]), np.ascontiguousarray(rows[:, 1]),
                              rows[:, 2].astype(np.int64), 0, keys, np.ones(len(rows), dtype=np.bool_))  # fmt: skip
         st["capacity"] = keys
         position = int(st["position"][0])  # the batch where it filled: its puts are repeated, harmless
@@ -337,7 +353,7 @@ def _scan(segment: Segment, position: int, start_offset: int, tracker: Transacti
 
 
 def _table(keys: int) -> np.ndarray:
-    return np.zeros((math.ceil(keys / 0.75) + 1, kernels.SLOT_WORDS), dtype=np.uint64)
+    return np.zeros((math.ceil(keys / 0.75) + 1, offset_map.SLOT_WORDS), dtype=np.uint64)
 
 
 # ============================================================================================ pass 2
@@ -353,8 +369,8 @@ def clean_group(sp: SplitPlan, job: GroupJob, parts: list[np.ndarray]) -> GroupO
     offset_map.put_many(np.ascontiguousarray(entries[:, 0]), np.ascontiguousarray(entries[:, 1]),
                         entries[:, 2].astype(np.int64), np.ones(len(entries), dtype=np.bool_))  # fmt: skip
     tracker = copy.deepcopy(job.tracker)  # a broadcast value: a retried task starts from it again
-    st = sk.new_state(
-        sk.CLEAN_STATE, now_ms=sp.now_ms, delete_retention_ms=sp.cfg.delete_retention_ms,
+    st = statuses.new_state(
+        clean_pass.CLEAN_STATE, now_ms=sp.now_ms, delete_retention_ms=sp.cfg.delete_retention_ms,
         upper_bound=sp.upper_bound, latest_offset=sp.latest_offset,
     )  # fmt: skip
     out = CleanedSegment(directory, group[0].base_offset, sp.cfg)

@@ -2,7 +2,7 @@
 
 Which transactional batches belong to an aborted transaction, which markers can go. The state the
 compiled passes need per batch lives in a table they read and update themselves
-(``segment_kernels.TXN_SLOT``: producer id -> committed / aborted / last offset observed), so committed
+(``txn_table.TXN_SLOT``: producer id -> committed / aborted / last offset observed), so committed
 transactional data never comes back to Python. Python keeps what changes once per aborted
 transaction: the heap of aborted transactions (``.txnindex`` entries) ordered by first offset; the
 kernels stop at the first batch that reaches the next one (``next_aborted_first``) and
@@ -15,15 +15,16 @@ import heapq
 
 import numpy as np
 
+from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.format.txn_index import AbortedTxn
-from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels import statuses, txn_table
 
 INITIAL_SLOTS = 64
 
 
 def _empty_table(slots: int) -> np.ndarray:
-    table = np.zeros(slots, dtype=sk.TXN_SLOT)
-    table["producer_id"] = sk.EMPTY_PID
+    table = np.zeros(slots, dtype=txn_table.TXN_SLOT)
+    table["producer_id"] = txn_table.EMPTY_PID
     return table
 
 
@@ -36,9 +37,9 @@ class TransactionTracker:
         self._seen: set[AbortedTxn] = set()
         self.aborted: list[AbortedTxn] = []
         self.table = _empty_table(INITIAL_SLOTS)
-        self.state = sk.new_state(
-            sk.TXN_STATE,
-            next_aborted_first=sk.MAX_LONG,
+        self.state = statuses.new_state(
+            txn_table.TXN_STATE,
+            next_aborted_first=MAX_LONG,
             limit=INITIAL_SLOTS // 2,
             record_events=record_events,
         )
@@ -61,13 +62,13 @@ class TransactionTracker:
         ongoing (a producer already in an aborted transaction keeps that one)."""
         while self._heap and self._heap[0][0] <= offset:
             _, _, pid, index = heapq.heappop(self._heap)
-            while not sk.txn_mark_aborted(self.table, self.state, pid, index):
+            while not txn_table.txn_mark_aborted(self.table, self.state, pid, index):
                 self.grow()
         self._next()
 
     def grow(self) -> None:
         table = _empty_table(2 * self.table.shape[0])
-        sk.txn_rehash(self.table, table)
+        txn_table.txn_rehash(self.table, table)
         self.table = table
         self.state["limit"] = table.shape[0] // 2
 
@@ -80,7 +81,7 @@ class TransactionTracker:
         return [self.aborted[i] for i in self.events[:n].tolist()]
 
     def _next(self) -> None:
-        self.state["next_aborted_first"] = self._heap[0][0] if self._heap else sk.MAX_LONG
+        self.state["next_aborted_first"] = self._heap[0][0] if self._heap else MAX_LONG
 
     def snapshot(self, from_offset: int) -> TransactionTracker:
         """A copy of this tracker as it stands before the batch at ``from_offset``, for a pass that resumes
@@ -92,7 +93,7 @@ class TransactionTracker:
             | {
                 int(i)
                 for i in self.table["aborted_index"][
-                    (self.table["producer_id"] != sk.EMPTY_PID) & self.table["aborted"]
+                    (self.table["producer_id"] != txn_table.EMPTY_PID) & self.table["aborted"]
                 ]
             }
         )
@@ -103,7 +104,7 @@ class TransactionTracker:
         heapq.heapify(copy._heap)
         copy._seen = {t for t in self._seen if t.last_offset >= from_offset} | set(copy.aborted)
         copy.table = self.table.copy()
-        ongoing = (copy.table["producer_id"] != sk.EMPTY_PID) & copy.table["aborted"]
+        ongoing = (copy.table["producer_id"] != txn_table.EMPTY_PID) & copy.table["aborted"]
         copy.table["aborted_index"][ongoing] = [
             renumber[int(i)] for i in copy.table["aborted_index"][ongoing]
         ]

@@ -36,9 +36,8 @@ from kafka_log_core.errors import (
     PartitionBusyError,
     RefusedError,
 )
-from kafka_log_core.format.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from kafka_log_core.format.filenames import TopicPartition
-from kafka_log_core.log import locks
+from kafka_log_core.log import checkpoint_files, locks
 from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.log.log_dir import read_partition_checkpoints
 from kafka_log_core.log.partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionLog
@@ -59,6 +58,7 @@ class JobOptions:
     force: bool = False
     log_start_offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
     recover: bool = True  # False (--no-recover): refuse partitions the broker's loader would change
+    recover_truncating: bool = False  # --recover-truncating: the loader's rule where it deletes valid data
     rounds: int = (
         1  # compact: cleaning rounds per run, each one broker round; 0 = until nothing more to clean
     )
@@ -199,6 +199,9 @@ def load(
                 + " empty .timeindex files (the loader's rule)"
             )
         return PartitionLog.open(task.log_dir, task.tp, ckpt)
+    if plan.destroys_valid_data and opts.recover and not opts.recover_truncating:
+        with_option = f"; with {recovery.RECOVER_TRUNCATING} it would recover: {plan.describe()}"
+        raise recovery.ValidDataRefusedError(plan.refusal() + (with_option if opts.dry_run else ""))
     row.set(
         recovered_segments=plan.segments_checked,
         recovered_bytes=plan.bytes_checked,
@@ -271,18 +274,8 @@ def check_inside(log_dir: Path, path: Path) -> None:
 
 def update_checkpoint(log_dir: str, name: str, tp: TopicPartition, offset: int | None) -> None:
     """Set (or with None remove) one partition's entry of a log-dir checkpoint, under the lock."""
-    path = Path(log_dir) / name
     with locks.checkpoint_lock(log_dir):
-        entries = read_offset_checkpoint(path)
-        if offset is None:
-            if tp not in entries:
-                return
-            entries.pop(tp)
-        else:
-            if entries.get(tp) == offset:
-                return
-            entries[tp] = offset
-        write_offset_checkpoint(path, dict(sorted(entries.items())))
+        checkpoint_files.update(Path(log_dir) / name, {tp: offset})
 
 
 def check_free_space(directory: Path, needed: int) -> None:

@@ -16,8 +16,12 @@ One scenario for the module:
    the recovery point, so Kafka truncates there and drops the active segment). Then it is copied twice.
 3. Copy A: a broker with its cleaner and retention on recovers it itself, cleans and deletes; a
    read_committed consumer reads every topic; it stops cleanly.
-4. Copy B: our ``compact`` then ``retain``, configured from the log dir's metadata log and the A
-   broker's server.properties only.
+4. Copy B: our ``compact --recover-truncating`` then ``retain``, configured from the log dir's metadata
+   log and the A broker's server.properties only.
+5. Copy C: our ``compact`` without that option. The flipped byte in ``both`` is bit rot, not a crash
+   tail (valid batches follow it): ``both`` fails untouched, its line naming the position the A broker
+   logged and the valid records and bytes it deleted (counted here with kafka-python over the batches
+   the A broker's log says it dropped); the crash tails of the other topics are recovered as by Kafka.
 
 Compared, per topic: the segment and snapshot files (names and bytes), log start offsets, cleaner
 checkpoints, recovery points and high watermarks A and B leave, and the leader epochs (A's broker adds
@@ -94,6 +98,9 @@ class Outcome:
     notes: dict[str, str] = field(default_factory=dict)  # our jobs' stderr
     consumed: dict[str, dict[str, list]] = field(default_factory=dict)  # side -> topic -> records
     broker_b_log: str = ""
+    broker_a_log: str = ""
+    default_rows: list[dict] = field(default_factory=list)  # our compact on copy C, without the option
+    default_exit: int = -1
     done_ms: int = 0
 
 
@@ -202,9 +209,9 @@ def _batch_starts(data: bytes) -> list[int]:
     return starts
 
 
-def _invoke(command, *args) -> tuple[list[dict], str]:
+def _invoke(command, *args, exit_code: int = 0) -> tuple[list[dict], str]:
     result = invoke(command, *args)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return json.loads(result.stdout), result.stderr
 
 
@@ -250,6 +257,10 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
         for side, broker in (("a", reference), ("b", restarted)):
             shutil.copytree(source.log_dir, broker.log_dir)
             result.dirs[side] = broker.log_dir
+        result.dirs["damaged"] = work / "damaged"
+        shutil.copytree(source.log_dir, result.dirs["damaged"])
+        result.dirs["c"] = work / "c"
+        shutil.copytree(source.log_dir, result.dirs["c"])
 
         t = time.monotonic()
         reference.start()
@@ -271,6 +282,7 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
         result.consumed["a"] = _consume(reference.bootstrap)
         result.done_ms = int(time.time() * 1000)
         reference.stop()
+        result.broker_a_log = reference.log_path.read_text(errors="replace")
         timings["broker A: recovery, cleaner, retention"] = time.monotonic() - t
 
         t = time.monotonic()
@@ -282,9 +294,14 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
             "--now-ms",
             result.done_ms,
         ]
-        for name, command in (("compact", compact.command), ("retain", retain.command)):
-            result.rows[name], result.notes[name] = _invoke(command, *common, "--output", "json")
+        for name, command, more in (
+            ("compact", compact.command, ["--recover-truncating"]),
+            ("retain", retain.command, []),
+        ):
+            result.rows[name], result.notes[name] = _invoke(command, *common, *more, "--output", "json")
         timings["our compact and retain"] = time.monotonic() - t
+        default = ["--log-dir", result.dirs["c"], *common[2:], "--output", "json"]
+        result.default_rows, _ = _invoke(compact.command, *default, exit_code=1)
 
         t = time.monotonic()
         shutil.copytree(restarted.log_dir, work / "b-ours")  # what our jobs left, before a broker runs on it
@@ -390,3 +407,58 @@ def test_read_committed_consumers_get_the_same_records(outcome):
     assert b == a
     offsets = [o for o, *_ in a["compacted"]]
     assert max(offsets) < outcome.open_txn_first_offset  # read_committed stops at the open transaction
+
+
+# ---------------------------------------------------------------------------------------------- bit rot
+def _valid_batches(data: bytes) -> tuple[int, int, int]:
+    """(batches, records, bytes) of the batches kafka-python reads from ``data`` whose CRC matches."""
+    from kafka.record.memory_records import MemoryRecords
+
+    records = MemoryRecords(data)
+    found = [0, 0, 0]
+    while (b := records.next_batch()) is not None:
+        if b.validate_crc():
+            found[0] += 1
+            found[1] += b.records_count
+            found[2] += b.size_in_bytes
+    return found[0], found[1], found[2]
+
+
+def test_without_recover_truncating_bit_rot_fails_the_partition_and_names_what_the_broker_deleted(outcome):
+    """The A broker's own log says where it found the invalid batch and which later segments its recovery
+    deleted; our default run names that position and the valid records and bytes in what the broker
+    dropped after it (the bad batch itself excluded), and leaves every file of the partition as it was."""
+    name, _ = outcome.flipped
+    prefix = "partition=both-0,"
+    invalid = re.search(
+        r"Found invalid messages in log segment \S*both-0/" + re.escape(name) + r" at byte offset (\d+)",
+        outcome.broker_a_log,
+    )
+    assert invalid is not None, "the broker did not log the invalid batch"
+    position = int(invalid.group(1))
+    deleting = [line for line in outcome.broker_a_log.splitlines()
+                if "Deleting segments as part of log recovery" in line and prefix in line]  # fmt: skip
+    assert len(deleting) == 1, deleting
+    dropped = [int(b) for b in re.findall(r"baseOffset=(\d+)", deleting[0])]
+    damaged = outcome.dirs["damaged"] / "both-0"
+    assert dropped and all(int(name[:20]) < b for b in dropped)
+    data = (damaged / name).read_bytes()
+    bad_end = (
+        position + 12 + int.from_bytes(data[position + 8 : position + 12], "big")
+    )  # its length is intact
+    counts = [_valid_batches(data[bad_end:])] + [
+        _valid_batches((damaged / f"{b:020d}.log").read_bytes()) for b in dropped
+    ]
+    batches, records, size = (sum(c[i] for c in counts) for i in range(3))
+    assert records > 0
+
+    rows = {r["topic"]: r for r in outcome.default_rows}
+    both = rows["both"]
+    assert both["status"] == "failed" and "\n" not in both["reason"]
+    assert both["reason"].startswith(
+        f"{outcome.dirs['c'] / 'both-0' / name} at position {position}: CRC32C mismatch"
+    )
+    assert f"would delete {records} valid records in {batches} batches ({size} bytes)" in both["reason"]
+    assert f"in {len(dropped)} later segment" in both["reason"]
+    assert _files(outcome.dirs["c"] / "both-0") == _files(damaged)
+    assert rows["compacted"]["status"] == "cleaned"  # a crash tail only: recovered by default

@@ -112,6 +112,50 @@ def test_a_corrupt_partition_fails_alone_and_the_exit_status_says_so(spark, tmp_
     assert seg.read_bytes() == before
 
 
+def _tree(log_dir) -> dict[str, bytes]:
+    return {str(p.relative_to(log_dir)): p.read_bytes() for p in sorted(log_dir.rglob("*")) if p.is_file()}
+
+
+def test_bit_rot_in_a_crashed_copy_fails_the_partition_until_recover_truncating_is_given(spark, tmp_path):
+    """Issue 24: a copy of a live broker's dir (no .kafka_cleanshutdown, no recovery points) with one
+    flipped bit in a sealed middle segment. The broker's loader would truncate there and delete the valid
+    last segment; by default the partition fails untouched with one line and the other goes on."""
+    _compacted_log(tmp_path)
+    seg = tmp_path / "orders-1" / "00000000000000000004.log"
+    data = bytearray(seg.read_bytes())
+    data[-5] ^= 0x01  # inside the records of segment 4's only batch
+    seg.write_bytes(bytes(data))
+    last = (tmp_path / "orders-1" / "00000000000000000006.log").stat().st_size
+    before = _tree(tmp_path / "orders-1")
+    result = invoke(compact.command, *_json_args(tmp_path))
+    assert result.exit_code == 1, result.output
+    rows = {r["partition"]: r for r in json.loads(result.stdout)}
+    assert rows[0]["status"] == "cleaned"
+    assert rows[1]["status"] == "failed" and "\n" not in rows[1]["reason"]
+    assert rows[1]["reason"].startswith(f"{seg} at position 0: CRC32C mismatch")
+    assert f"would delete 1 valid record in 1 batch ({last} bytes)" in rows[1]["reason"]
+    assert "--recover-truncating applies the broker's rule" in rows[1]["reason"]
+    assert _tree(tmp_path / "orders-1") == before
+    assert "Traceback" not in result.stderr and "recovery truncated" not in result.stderr
+
+    table = invoke(compact.command, *_json_args(tmp_path)[:-2], "--output", "table", "--recover-truncating")
+    assert table.exit_code == 0, table.output
+    closing = table.stdout.strip().splitlines()[-1]
+    assert closing.startswith("2 partitions: ") and closing.endswith(
+        f"recovery truncated 3 records ({len(data) + last} bytes) in 1 partition"
+    )
+    assert not (tmp_path / "orders-1" / "00000000000000000006.log").exists()
+
+
+def test_recover_truncating_and_no_recover_exclude_each_other(spark, tmp_path):
+    _compacted_log(tmp_path, partitions=1)
+    result = CliRunner().invoke(
+        compact.command, [*_json_args(tmp_path), "--no-recover", "--recover-truncating"]
+    )
+    assert result.exit_code == 2
+    assert "--recover-truncating and --no-recover exclude each other" in result.output
+
+
 def test_unknown_config_name_is_a_usage_error_before_any_work(spark, tmp_path):
     _compacted_log(tmp_path, partitions=1)
     result = CliRunner().invoke(

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from kafka_log_core.format import log_file, record_batch
 from kafka_log_core.format.record_batch import Header, Record
-from kafka_log_core.kernels import primitives as kernels
-from kafka_log_core.kernels import scan
+from kafka_log_core.kernels import key_digest, offset_map, scan
 
 TS = 1_700_000_000_000
 
@@ -53,19 +52,19 @@ def test_record_table_matches_readable_decoder(specs, codec):
 @given(data=st.binary(max_size=300))
 def test_key_digest_is_md5_like_kafkas_offset_map(data):
     arr = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, dtype=np.uint8)
-    lo, hi = kernels.md5_128(arr, 0, len(data))
+    lo, hi = key_digest.md5_128(arr, 0, len(data))
     assert int(lo).to_bytes(8, "little") + int(hi).to_bytes(8, "little") == hashlib.md5(data).digest()
 
 
 def test_offset_map_keeps_latest_offset_and_stops_when_full():
-    table = np.zeros((10, kernels.SLOT_WORDS), dtype=np.uint64)  # 10 slots of 24 bytes
+    table = np.zeros((10, offset_map.SLOT_WORDS), dtype=np.uint64)  # 10 slots of 24 bytes
     hi = np.array([1, 2, 1, 3, 4, 5], dtype=np.uint64)
     lo = np.array([9, 9, 9, 9, 9, 9], dtype=np.uint64)
     offsets = np.array([100, 101, 102, 103, 104, 105], dtype=np.int64)
     mask = np.ones(6, dtype=bool)
-    consumed, used, last = kernels.map_put_many(table, hi, lo, offsets, 0, 3, mask)
+    consumed, used, last = offset_map.map_put_many(table, hi, lo, offsets, 0, 3, mask)
     assert (consumed, used, last) == (4, 3, 103)
-    got = kernels.map_get_many(table, hi, lo, mask)
+    got = offset_map.map_get_many(table, hi, lo, mask)
     assert got.tolist() == [102, 101, 102, 103, -1, -1]
 
 
@@ -78,7 +77,7 @@ def test_lane_hashing_of_many_keys_equals_md5_of_each(keys):
     pos = np.zeros(len(keys), dtype=np.int64)
     if len(keys):
         pos[1:] = np.cumsum(np.maximum(lens, 0))[:-1]
-    lo, hi = kernels.hash_keys(area, pos, lens)
+    lo, hi = key_digest.hash_keys(area, pos, lens)
     for k, a, b in zip(keys, lo.tolist(), hi.tolist(), strict=True):
         if k is not None:
             assert a.to_bytes(8, "little") + b.to_bytes(8, "little") == hashlib.md5(k).digest()

@@ -29,7 +29,7 @@ from kafka_log_core.format import checkpoints, compression, legacy_records, reco
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.format.legacy_records import LegacyRecord
 from kafka_log_core.format.record_batch import Record
-from kafka_log_core.kernels import primitives as kernels
+from kafka_log_core.kernels import key_digest
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import LogDirState, PartitionLog
 from kafka_log_core.rules import cleaner
@@ -344,7 +344,7 @@ def files_of(directory: Path, base: int) -> dict[str, tuple[bytes, int]]:
 
 def map_get(offset_map: OffsetMap, key: str) -> int:
     raw = np.frombuffer(key.encode(), dtype=np.uint8)
-    hi, lo = kernels.hash_keys(raw, np.array([0], dtype=np.int64), np.array([len(raw)], dtype=np.int64))
+    hi, lo = key_digest.hash_keys(raw, np.array([0], dtype=np.int64), np.array([len(raw)], dtype=np.int64))
     return int(offset_map.get_many(hi, lo, np.array([True]))[0])
 
 

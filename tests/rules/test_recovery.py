@@ -152,21 +152,114 @@ def test_zero_padding_after_the_last_batch_is_truncated(tmp_path):
     assert "batch size 0 at position" in row["reason"]
 
 
-def test_a_bad_batch_above_the_recovery_point_deletes_every_later_segment(tmp_path):
+S0 = [batch(0, [("a", "1")]), batch(1, [("b", "1")])]
+S2 = [batch(2, [("c", "1")]), batch(3, [("d", "1"), ("e", "1")]), batch(5, [("f", "1")])]
+S6 = [batch(6, [("g", "1")], pid=4, epoch=0, seq=0)]
+S7 = [batch(7, [("h", "1")])]
+
+
+def _bit_rot_above_the_recovery_point(log_dir: Path) -> bytes:
+    """Segments 0, 2, 6, 7, the recovery point in segment 2, one bit flipped in segment 2's second batch
+    (its CRC no longer matches; the batches after it are valid). Returns segment 2's damaged bytes."""
+    make_log(log_dir, "t", 0, {0: S0, 2: S2, 6: S6, 7: S7})
+    _recovery_points(log_dir, t=3)  # segment 2 holds it: segments 2, 6 and 7 are recovered
+    log2 = _file(log_dir, 2, ".log")
+    data = bytearray(log2.read_bytes())
+    data[len(S2[0]) + 65] ^= 0x01  # inside the second batch's records
+    log2.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_bit_rot_followed_by_valid_batches_fails_the_partition_untouched_by_default(tmp_path):
+    """Not a crash tail: the broker's rule would delete the valid batch after the bad one and the two
+    later segments, which offline nothing restores. One line: file, position, what would be lost."""
+    _bit_rot_above_the_recovery_point(tmp_path)
+    before = _state(tmp_path)
+    row = _retain(tmp_path)
+    assert row["status"] == "failed" and "\n" not in row["reason"]
+    assert row["reason"].startswith(f"{_file(tmp_path, 2, '.log')} at position {len(S2[0])}: CRC32C mismatch")
+    lost = len(S2[2]) + len(S6[0]) + len(S7[0])
+    assert f"would delete 3 valid records in 3 batches ({lost} bytes)" in row["reason"]
+    assert f"1 valid record in 1 batch ({len(S2[2])} bytes) in the rest of the segment" in row["reason"]
+    assert "in 2 later segments" in row["reason"] and row["reason"].endswith(
+        "--recover-truncating applies the broker's rule"
+    )
+    assert row["truncated_bytes"] is None  # nothing was truncated
+    assert _state(tmp_path) == before
+    assert recovery.finish_log_dirs([_recovered(tmp_path)]) == []  # the log dir stays unclean: no marker
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+
+
+def test_a_length_that_lies_is_resynchronised_past(tmp_path):
+    """The bad batch's size field points past the end of the file, which alone reads as a torn tail; the
+    search goes on byte by byte and finds the valid batch after it."""
+    b0, b1, b2 = batch(0, [("a", "1")]), batch(1, [("b", "1"), ("c", "1")]), batch(3, [("d", "1")])
+    make_log(tmp_path, "t", 0, {0: [b0, b1, b2]})
+    data = bytearray(b0 + b1 + b2)
+    struct.pack_into(">i", data, len(b0) + 8, 10_000)
+    _file(tmp_path, 0, ".log").write_bytes(bytes(data))
+    before = _state(tmp_path)
+    row = _retain(tmp_path)
+    assert row["status"] == "failed"
+    assert f"at position {len(b0)}: the batch at position {len(b0)} declares 10000 bytes" in row["reason"]
+    assert f"1 valid record in 1 batch ({len(b2)} bytes)" in row["reason"]
+    assert _state(tmp_path) == before
+    row = _retain(tmp_path, recover_truncating=True)
+    assert _file(tmp_path, 0, ".log").read_bytes() == b0
+    assert row["truncated_bytes"] == len(b1) + len(b2)
+
+
+def test_a_crash_tail_before_a_later_segment_with_valid_batches_is_refused(tmp_path):
+    """A zero-filled tail (lost pages) in a segment above the recovery point, and a later segment whose
+    batches are valid: the broker would delete that segment too."""
+    b0, b1 = batch(0, [("a", "1")]), batch(1, [("b", "1"), ("c", "1")])
+    make_log(tmp_path, "t", 0, {0: [b0], 1: [b1]})
+    _file(tmp_path, 0, ".log").write_bytes(b0 + bytes(500))
+    before = _state(tmp_path)
+    row = _retain(tmp_path)
+    assert row["status"] == "failed"
+    assert f"2 valid records in 1 batch ({len(b1)} bytes) in 1 later segment" in row["reason"]
+    assert _state(tmp_path) == before
+
+
+def test_a_later_segment_without_a_valid_batch_does_not_stop_crash_tail_recovery(tmp_path):
+    """A torn tail, then a rolled segment holding only zeros (preallocated, never written): nothing valid
+    follows, so this is a crash tail and the loader's rule applies by default."""
+    b0, b1 = batch(0, [("a", "1")]), batch(1, [("b", "1")])
+    make_log(tmp_path, "t", 0, {0: [b0, b1], 2: []})
+    _file(tmp_path, 0, ".log").write_bytes(b0 + b1[:40])
+    _file(tmp_path, 2, ".log").write_bytes(bytes(4096))
+    row = _retain(tmp_path)
+    assert row["status"] == "skipped", row
+    assert _file(tmp_path, 0, ".log").read_bytes() == b0
+    assert not _file(tmp_path, 2, ".log").exists()
+    assert row["truncated_bytes"] == 40 + 4096
+
+
+def test_non_increasing_offsets_that_would_empty_a_segment_are_refused_by_default(tmp_path):
+    """LogLoader.recoverLog empties a segment whose offsets go backwards where an index entry is due
+    (InvalidOffsetException -> truncateTo(base)): every valid batch of it goes."""
+    batches = [batch(0, [("a", "1")]), batch(5, [("b", "1")]), batch(3, [("c", "1")])]
+    make_log(tmp_path, "t", 0, {0: batches[:2]}, interval=1)
+    _file(tmp_path, 0, ".log").write_bytes(b"".join(batches))
+    before = _state(tmp_path)
+    row = _retain(tmp_path, "index.interval.bytes=1")
+    assert row["status"] == "failed"
+    assert f"{_file(tmp_path, 0, '.log')} at position 0: offsets that do not increase" in row["reason"]
+    assert f"3 valid records in 3 batches ({sum(map(len, batches))} bytes)" in row["reason"]
+    assert _state(tmp_path) == before
+    row = _retain(tmp_path, "index.interval.bytes=1", recover_truncating=True)
+    assert _file(tmp_path, 0, ".log").read_bytes() == b""
+
+
+def test_a_bad_batch_above_the_recovery_point_deletes_every_later_segment_with_recover_truncating(tmp_path):
     """LogLoaderTest.testCorruptLog / recoverLog: the first segment that loses bytes ends recovery, every
     later segment is deleted. The recovery point's segment is the first one recovered."""
-    s0 = [batch(0, [("a", "1")]), batch(1, [("b", "1")])]
-    s2 = [batch(2, [("c", "1")]), batch(3, [("d", "1"), ("e", "1")]), batch(5, [("f", "1")])]
-    s6 = [batch(6, [("g", "1")], pid=4, epoch=0, seq=0)]
-    s7 = [batch(7, [("h", "1")])]
-    make_log(tmp_path, "t", 0, {0: s0, 2: s2, 6: s6, 7: s7})
-    _recovery_points(tmp_path, t=3)  # segment 2 holds it: segments 2, 6 and 7 are recovered
+    s2, s6, s7 = S2, S6, S7
+    _bit_rot_above_the_recovery_point(tmp_path)
     log2 = _file(tmp_path, 2, ".log")
-    data = bytearray(log2.read_bytes())
-    data[len(s2[0]) + 65] ^= 0x01  # inside the second batch's records: its CRC no longer matches
-    log2.write_bytes(bytes(data))
     s0_before = _file(tmp_path, 0, ".log").read_bytes()
-    row = _retain(tmp_path)
+    row = _retain(tmp_path, recover_truncating=True)
     assert log2.read_bytes() == s2[0]
     remaining = sorted(p.name for p in (tmp_path / "t-0").iterdir())
     assert [n for n in remaining if n.endswith(".log")] == [SEG.format(0) + ".log", SEG.format(2) + ".log"]
@@ -177,6 +270,10 @@ def test_a_bad_batch_above_the_recovery_point_deletes_every_later_segment(tmp_pa
     assert row["recovered_segments"] == 1  # segment 2 only: recovery stopped there
     assert "CRC32C mismatch in the batch at position" in row["reason"]
     assert "2 later segments deleted" in row["reason"]
+    assert (
+        "3 valid records in 3 batches" in row["reason"]
+        and "deleted among them (--recover-truncating)" in row["reason"]
+    )
     points = checkpoints.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
     assert points == {TP: 3}  # the recovered log end offset
     # the throw-away producer state of segment 2 snapshots its base, its recovery snapshots its end
@@ -338,9 +435,21 @@ def test_dry_runs_and_reports_change_nothing_and_say_what_recovery_would_do(tmp_
     make_log(tmp_path, "t", 0, {0: [b0], 1: [b1]})
     _file(tmp_path, 0, ".log").write_bytes(b0 + b"\x01" * 20)  # a size field far past the end: torn
     before = _state(tmp_path)
-    row = _retain(tmp_path, dry_run=True)
+    # segment 1 is valid: the broker's rule would delete it, so each mode is said
+    for row in (
+        _retain(tmp_path, dry_run=True),
+        report_partition(_task(tmp_path), _configs(), JobOptions(now_ms=NOW)),
+    ):
+        assert row["status"] == "failed" and row["truncated_bytes"] is None
+        default, _, truncating = row["reason"].partition("; with --recover-truncating it would recover: ")
+        assert f"1 valid record in 1 batch ({len(b1)} bytes) in 1 later segment" in default
+        assert "partition not touched" in default
+        assert f"truncated from segment 0 at position {len(b0)}" in truncating
+        assert "1 later segment deleted" in truncating
+    row = _retain(tmp_path, dry_run=True, recover_truncating=True)
     assert row["truncated_bytes"] == 20 + len(b1) and "would recover" in row["reason"]
-    reported = report_partition(_task(tmp_path), _configs(), JobOptions(now_ms=NOW))
+    opts = JobOptions(now_ms=NOW, recover_truncating=True)
+    reported = report_partition(_task(tmp_path), _configs(), opts)
     assert reported["status"] == "ok" and reported["truncated_bytes"] == 20 + len(b1)
     assert (reported["segments"], reported["log_end_offset"]) == (1, 1)  # the figures of the recovered log
     assert _state(tmp_path) == before

@@ -1,4 +1,4 @@
-"""The compiled passes over whole segments (``segment_kernels``) and every place they hand a batch back
+"""The compiled passes over whole segments (``map_pass``, ``clean_pass``, ``chunk_walk``) and every place they hand a batch back
 to Python: compressed batches, control batches, aborted and open transactions, corrupt data mid-segment,
 a map that fills inside a batch, a full output buffer; CRC32C against the crc32c package; the header
 scan against the readable reader; producer-state replay against the per-batch readable replay.
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from kafka_log_core.errors import CorruptDataError
 from kafka_log_core.format import compression, log_file, record_batch
-from kafka_log_core.kernels import primitives as kernels
-from kafka_log_core.kernels import segment_kernels as sk
+from kafka_log_core.kernels import clean_pass, fields, header_scan, map_pass, statuses
+from kafka_log_core.kernels import crc32c as crc32c_kernels
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.rules import cleaner, cleaner_segments, producer_state
 from kafka_log_core.settings.config import BrokerConfig
@@ -50,18 +50,18 @@ MiB = 1024 * 1024
 @settings(max_examples=150, deadline=None)
 @given(data=st.binary(max_size=600), start=st.integers(0, 40))
 def test_crc32c_kernels_agree_with_the_crc32c_package(data, start):
-    arr = kernels.as_bytes(data)
+    arr = fields.as_bytes(data)
     start = min(start, len(data))
     want = crc32c.crc32c(data[start:])
-    assert kernels.crc32c_table(arr, start, len(data) - start) == want
-    if kernels.HARDWARE_CRC32C:
-        assert kernels.crc32c_sse42(arr, start, len(data) - start) == want
+    assert crc32c_kernels.crc32c_table(arr, start, len(data) - start) == want
+    if crc32c_kernels.HARDWARE_CRC32C:
+        assert crc32c_kernels.crc32c_sse42(arr, start, len(data) - start) == want
 
 
 def test_crc32c_known_vectors():
     # Format spec §1: CRC32C("123456789") = E3069283; Kafka's own test value CRC32C("Some String").
     for data, want in ((b"123456789", 0xE3069283), (b"Some String", 608512271), (b"", 0)):
-        assert kernels.crc32c(kernels.as_bytes(data), 0, len(data)) == want
+        assert crc32c_kernels.crc32c(fields.as_bytes(data), 0, len(data)) == want
 
 
 # ============================================================================================ header scan
@@ -74,9 +74,9 @@ def test_header_scan_matches_the_readable_reader(tmp_path):
                                  is_control=True, is_transactional=True),
         batch(7, [("d", "1")])[:-3],  # a partial batch at the end is invisible to readers
     ])  # fmt: skip
-    status, _, rows2d = sk.scan_headers(kernels.as_bytes(data), 0, len(data))
-    rows = sk.header_rows(rows2d)
-    assert status == sk.DONE
+    status, _, rows2d = header_scan.scan_headers(fields.as_bytes(data), 0, len(data))
+    rows = header_scan.header_rows(rows2d)
+    assert status == statuses.DONE
     readable = list(log_file.iter_batches(data))
     assert len(rows) == len(readable) == 4
     for row, b in zip(rows, readable, strict=True):
@@ -88,8 +88,8 @@ def test_header_scan_matches_the_readable_reader(tmp_path):
             h.max_timestamp, h.producer_id, h.producer_epoch, h.records_count
         )  # fmt: skip
         assert (row["attributes"], row["base_sequence"]) == (h.attributes, h.base_sequence)
-    assert rows["control_type"].tolist() == [sk.NOT_CONTROL, sk.NOT_CONTROL, record_batch.CONTROL_COMMIT,
-                                             sk.EMPTY_CONTROL]  # fmt: skip
+    assert rows["control_type"].tolist() == [header_scan.NOT_CONTROL, header_scan.NOT_CONTROL, record_batch.CONTROL_COMMIT,
+                                             header_scan.EMPTY_CONTROL]  # fmt: skip
     assert rows["coordinator_epoch"][2] == 0  # the marker's value: version 0, coordinator epoch 0
 
 
@@ -389,13 +389,14 @@ def test_no_python_step_per_batch_for_plain_and_committed_data(tmp_path, monkeyp
     layout(tmp_path, {0: out, offset: []})
     calls = {"build_map": 0, "clean": 0}
     for name in calls:
-        original = getattr(sk, name)
+        module = map_pass if name == "build_map" else clean_pass
+        original = getattr(module, name)
 
         def counting(*args, _name=name, _original=original):
             calls[_name] += 1
             return _original(*args)
 
-        monkeypatch.setattr(sk, name, counting)
+        monkeypatch.setattr(module, name, counting)
     clean(tmp_path, broker=KEEP_PRODUCERS)
     assert calls == {"build_map": 1, "clean": 1}
 

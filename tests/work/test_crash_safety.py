@@ -290,13 +290,15 @@ def _crashed_broker_dir(log_dir):
 
 
 def _recover_run(log_dir):
-    """retain with nothing to delete, then the driver's last step: every change is the recovery's."""
+    """retain with nothing to delete, then the driver's last step: every change is the recovery's
+    (--recover-truncating: the bad batch of segment 8 is followed by valid data, so the broker's rule
+    deletes segment 12, which takes the most file operations)."""
     from kafka_log_core.rules import recovery
 
     configs = load_config(None, [], [], ["cleanup.policy=delete", "retention.ms=-1", "retention.bytes=-1"])
     tp = TopicPartition("orders", 0)
     task = PartitionTask(str(log_dir), "orders", 0, LogDirState.read(log_dir).for_partition(tp))
-    outcome = retain_task(task, configs, JobOptions(now_ms=NOW))
+    outcome = retain_task(task, configs, JobOptions(now_ms=NOW, recover_truncating=True))
     recovery.finish_log_dirs([outcome.recovered])
     return outcome.row
 
