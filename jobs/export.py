@@ -14,6 +14,7 @@ per partition: its rows in the table and their first and last offsets, read back
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.work.outcome import Status
 from kafka_log_core.work.rows import Int32
 from spark_udfs import packages, planning
-from spark_udfs.errors import failed_partition
+from spark_udfs.errors import PartitionReadError, failed_partition
 from spark_udfs.options import ReadOptions
 
 
@@ -94,6 +95,37 @@ def list_partitions(options: dict[str, str]) -> list[PartitionTask]:
     return planning.find_partitions(ReadOptions.parse(options))
 
 
+def check_partitions(spark, options: dict[str, str]) -> dict[TopicPartition, ExportRow]:
+    """The partitions the export cannot read whole, each with its failed row: planned on the driver,
+    then every split read through once on the executors without decoding records (``rows.check_split``:
+    what the write would visit). Nothing raises, so nothing is printed but our one line per failure."""
+    read = ReadOptions.parse(options)
+    planned = planning.plan_partitions(read)
+    failed = {}
+    for source, outcome in planned:
+        if isinstance(outcome, PartitionReadError):
+            reason = str(outcome.__cause__ or outcome)
+            failed[source.tp] = ExportRow(
+                source.log_dir, source.topic, source.partition, Status.FAILED, reason
+            )
+    splits = planning.splits_of(planned, read)
+    if splits:
+        found = spark.sparkContext.parallelize(splits, len(splits)).map(
+            functools.partial(_check, options=read)
+        )
+        for split, reason in zip(splits, found.collect(), strict=True):
+            s = split.source
+            if reason is not None and s.tp not in failed:
+                failed[s.tp] = ExportRow(s.log_dir, s.topic, s.partition, Status.FAILED, reason)
+    return failed
+
+
+def _check(split: planning.Split, options: ReadOptions) -> str | None:
+    from spark_udfs import rows
+
+    return rows.check_split(split, options)
+
+
 def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: ExportSettings) -> list[dict]:
     """Write the table; return one result row per partition (exported or failed)."""
     import spark_udfs
@@ -101,7 +133,9 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
     spark_udfs.register(spark)
     options = source_options(log_dirs, topic_regex, settings)
     sources = list_partitions(options)
-    failed: dict[TopicPartition, ExportRow] = {}
+    failed = check_partitions(spark, options)
+    for row in failed.values():
+        output.tell(f"{row.log_dir}: {row.topic}-{row.partition}: {row.reason}")
     while True:
         todo = [s for s in sources if s.tp not in failed]
         if not todo:

@@ -22,6 +22,11 @@ class PartitionReadError(KafkaLogError):
         return cls(f"[{topic}-{partition} in {log_dir}] {err}")
 
 
+class DataLossError(KafkaLogError):
+    """A read would skip or repeat records: a batch cut short, a CRC mismatch, offsets going backwards
+    (failOnDataLoss=true)."""
+
+
 class FailedPartition(NamedTuple):
     topic: str
     partition: int

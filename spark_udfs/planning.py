@@ -19,6 +19,7 @@ DataFrame and never change), so nothing one query does can change what another r
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,14 +30,17 @@ from pyspark.sql.datasource import InputPartition
 
 from kafka_log_core.errors import CorruptIndexError, KafkaLogError, UsageError
 from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log import locks
 from kafka_log_core.log.listing import PartitionTask, log_dir_partitions
 from kafka_log_core.log.log_dir import LogDirState
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.tools.offsets import offset_for_time
-from spark_udfs.errors import PartitionReadError
+from spark_udfs.errors import DataLossError, PartitionReadError
 from spark_udfs.options import EARLIEST, LATEST, Bound, ReadOptions
+
+LOG = logging.getLogger("kafka_log.source")
 
 
 @dataclass(frozen=True)
@@ -113,19 +117,39 @@ def _log_dirs(paths: tuple[str, ...]) -> Iterator[tuple[Path, list[TopicPartitio
 
 # ------------------------------------------------------------------------------------------ the plan
 def plan(options: ReadOptions) -> list[Split]:
-    planned: list[_Planned] = []
+    """Every split of the read; the first partition that cannot be planned fails it (PartitionReadError)."""
+    planned = plan_partitions(options)
+    for _, outcome in planned:
+        if isinstance(outcome, PartitionReadError):
+            raise outcome
+    return splits_of(planned, options)
+
+
+def plan_partitions(options: ReadOptions) -> list[tuple[PartitionTask, _Planned | PartitionReadError]]:
+    """Each selected partition's plan, or why it cannot be planned (a job fails that partition alone)."""
+    out: list[tuple[PartitionTask, _Planned | PartitionReadError]] = []
     for source in find_partitions(options):
         try:
-            planned.append(_plan_partition(options, source))
+            out.append((source, _plan_partition(options, source)))
         except (KafkaLogError, OSError) as err:
             if isinstance(err, UsageError):
                 raise
-            raise PartitionReadError.wrap(source.topic, source.partition, source.log_dir, err) from err
+            failed = PartitionReadError.wrap(source.topic, source.partition, source.log_dir, err)
+            failed.__cause__ = err
+            out.append((source, failed))
+    return out
+
+
+def splits_of(
+    planned: list[tuple[PartitionTask, _Planned | PartitionReadError]], options: ReadOptions
+) -> list[Split]:
+    """The splits of the partitions that could be planned."""
+    ready = [p for _, p in planned if isinstance(p, _Planned)]
     max_bytes = options.max_bytes_per_split
     if options.min_partitions:  # Spark's minPartitions: smaller splits, about that many in all
-        total = sum(high - low for p in planned for _, low, high in p.pieces)
+        total = sum(high - low for p in ready for _, low, high in p.pieces)
         max_bytes = max(1, min(max_bytes, -(-total // options.min_partitions)))
-    return [split for p in planned for split in p.splits(max_bytes)]
+    return [split for p in ready for split in p.splits(max_bytes)]
 
 
 @dataclass(frozen=True)
@@ -154,6 +178,8 @@ def _plan_partition(options: ReadOptions, source: PartitionTask) -> _Planned:
         return _Planned(source, [], log.log_start_offset, log.log_end_offset, whole=True, describe_files=True)
     if options.level == "batches":
         return _Planned(source, [(s, 0, s.size) for s in log.segments if s.size], 0, log.log_end_offset)
+    log.validate_offsets()
+    _check_active_tail(log, options)
     start, end = offset_range(options, log)
     pieces = []
     for i, segment in enumerate(log.segments_in(start, end)):
@@ -169,6 +195,38 @@ def _plan_partition(options: ReadOptions, source: PartitionTask) -> _Planned:
         )
     # The latest view reads a partition in one split: it has to see every key.
     return _Planned(source, pieces, start, end, aborted, whole=options.level == "latest")
+
+
+def _check_active_tail(log: PartitionLog, options: ReadOptions) -> None:
+    """Bytes after the last whole batch of the active segment: a read ends before them, so what they hold
+    would be skipped silently. A zero-filled (preallocated) tail holds nothing; anything else is data
+    loss (a torn batch, a length past the end with batches after it). Not checked while a broker holds
+    the log dir: it may be writing that batch now."""
+    segment = log.active_segment
+    if segment is None or locks.broker_holds(log.log_dir):
+        return
+    start = segment.offset_index.last_entry.position if len(segment.offset_index) else 0
+    framed = start
+    for batch in segment.header_scan(start):
+        framed = batch.position + batch.size_in_bytes
+    if framed >= segment.size or not any(_tail(segment.log_path, framed)):
+        return
+    problem = (
+        f"{segment.log_path} at position {framed}: {segment.size - framed} bytes after the last whole batch of "
+        "the active segment do not form a batch (a torn batch, or a length past the end of the file)"
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(
+            f"{problem}: the partition cannot be read whole (failOnDataLoss=false reads it to there)"
+        )
+    LOG.warning("kafka-log: %s: %s; failOnDataLoss=false: read up to there", log.tp, problem)
+
+
+def _tail(path: Path, start: int) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        f.seek(start)
+        while block := f.read(1 << 20):
+            yield block.strip(b"\0")
 
 
 def offset_range(options: ReadOptions, log: PartitionLog) -> tuple[int, int]:

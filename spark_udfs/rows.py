@@ -9,6 +9,12 @@ begins at or before the batch and whose ABORT marker comes after it.
 ``latest`` walks the partition from its end: the first time a key is met is its last record, kept
 unless it is a tombstone; the keys seen are the only state held (values are never kept).
 
+Nothing is skipped or duplicated silently (:func:`checked_batches`): every batch a read visits must be
+whole (a batch cut short or a length past the end of its file), its CRC must match and its offsets must
+lie above the previous batch's. Where one does not, the read fails with one line naming the file and the
+position (``failOnDataLoss=true``, the default, as Spark's Kafka source fails a query on lost data), or
+skips to the next valid batch with that line as a warning (``failOnDataLoss=false``).
+
 The core's batch and record readers are called in three small functions: :func:`_batches`,
 :func:`_check` and :func:`_records`.
 """
@@ -22,22 +28,23 @@ from bisect import bisect_right
 from collections.abc import Iterator
 
 from kafka_log_core.constants import MAX_LONG
-from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.errors import CorruptDataError, CorruptRecordError, KafkaLogError
 from kafka_log_core.format import compression, log_file
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.record_batch import BatchHeader
 from kafka_log_core.log.partition_log import PartitionLog
+from kafka_log_core.rules.valid_data import next_valid_batch
+from spark_udfs.errors import DataLossError
 from spark_udfs.options import ReadOptions
-from spark_udfs.planning import Chunk, Split
+from spark_udfs.planning import LOG, Chunk, Split
 
 
 # ------------------------------------------------------------------------------------------ the core's readers
 def _batches(chunk: Chunk, mapped, start: int | None = None) -> Iterator[FileBatch]:
-    """Batches starting in the chunk (from ``start``). A cut inside a batch is corruption; at the end of
-    the file a partial batch is not served (the broker's recovery would truncate it)."""
-    strict = chunk.stop < chunk.size
+    """Batches starting in the chunk (from ``start``); a batch cut short by the chunk's end (a torn batch,
+    a length past the end of the file) is corruption."""
     first = chunk.start if start is None else start
-    return log_file.iter_batches(mapped, chunk.path, first, chunk.stop, strict=strict)
+    return log_file.iter_batches(mapped, chunk.path, first, chunk.stop, strict=True)
 
 
 def _check(batch: FileBatch) -> None:
@@ -61,6 +68,58 @@ def _open(chunk: Chunk):
                 f"{stat.st_size} now, {'same' if stat.st_ino == chunk.inode else 'another'} file): load it again"
             )
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+# ------------------------------------------------------------------------------------------ whole reads
+def checked_batches(split: Split, options: ReadOptions) -> Iterator[tuple[Chunk, FileBatch]]:
+    """Every batch a read of ``split`` visits, in file order, each whole, its CRC matching and its offsets
+    above the previous batch's. What is not: DataLossError (``failOnDataLoss=true``), or a warning and
+    the read goes on at the next valid batch (``false``)."""
+    last: int | None = None
+    for chunk in split.chunks:
+        mapped = _open(chunk)
+        position = chunk.start
+        while position < chunk.stop:
+            try:
+                for batch in _batches(chunk, mapped, position):
+                    position = batch.position
+                    first = (
+                        batch.header.base_offset
+                        if isinstance(batch.header, BatchHeader)
+                        else batch.last_offset
+                    )
+                    if last is not None and first <= last:
+                        raise CorruptRecordError(
+                            f"offsets go backwards: the batch at offset {first} follows one that ended at "
+                            f"offset {last}",
+                            chunk.path,
+                            batch.position,
+                        )
+                    _check(batch)
+                    yield chunk, batch
+                    last = batch.last_offset
+                    position = batch.position + batch.size_in_bytes
+                break
+            except CorruptDataError as err:
+                position = _lost(split, chunk, mapped, err, options)
+
+
+def _lost(split: Split, chunk: Chunk, mapped, err: CorruptDataError, options: ReadOptions) -> int:
+    """Data that cannot be read whole at ``err.position``: raise (failOnDataLoss) or say what is skipped
+    and return where the read goes on (the next valid batch of the chunk, else its end)."""
+    source = split.source
+    where = err.position if err.position is not None else chunk.start
+    if options.fail_on_data_loss:
+        raise DataLossError(
+            f"{err}: the partition cannot be read whole (failOnDataLoss=false skips what cannot be read)"
+        ) from err
+    found = next_valid_batch(mapped, where + 1, chunk.base_offset, chunk.stop)
+    resume = chunk.stop if found is None else found
+    LOG.warning(
+        "kafka-log: %s-%d: %s; failOnDataLoss=false: skipped bytes %d to %d of %s",
+        source.topic, source.partition, err, where, resume, chunk.path,
+    )  # fmt: skip
+    return resume
 
 
 # ------------------------------------------------------------------------------------------ transactions
@@ -117,28 +176,47 @@ class _RowMaker:
         return row
 
 
+def _batches_in_range(split: Split, options: ReadOptions) -> Iterator[tuple[Chunk, FileBatch]]:
+    """The checked batches holding offsets of ``[start, end)``: the read stops at the first one past it."""
+    start, end = split.start_offset, split.end_offset
+    for chunk, batch in checked_batches(split, options):
+        h = batch.header
+        if batch.last_offset < start:
+            continue
+        if isinstance(h, BatchHeader) and h.base_offset >= end:
+            return
+        yield chunk, batch
+        if batch.last_offset >= end - 1:
+            return
+
+
+def check_split(split: Split, options: ReadOptions) -> str | None:
+    """What makes the read of ``split`` fail, as its one line; None when it reads whole. Visits what the
+    read visits, without decoding records (a job checks every partition before it writes any)."""
+    visited = (
+        _batches_in_range(split, options) if options.level == "records" else checked_batches(split, options)
+    )
+    try:
+        for _ in visited:
+            pass
+    except (KafkaLogError, OSError) as err:
+        return str(err)
+    return None
+
+
 def record_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
     start, end = split.start_offset, split.end_offset
     transactions = AbortedTransactions(split.aborted)
     make = _RowMaker(split, options)
-    for chunk in split.chunks:
-        mapped = _open(chunk)
-        for batch in _batches(chunk, mapped):
-            h = batch.header
-            if batch.last_offset < start:
-                continue
-            if isinstance(h, BatchHeader) and h.base_offset >= end:
-                return
-            _check(batch)
-            aborted = transactions.aborted(batch)
-            if not batch.is_control and not (aborted and options.read_committed):
-                records = _records(batch)
-                base = h.base_offset if isinstance(h, BatchHeader) else (records[0].offset if records else -1)
-                for r in records:
-                    if start <= r.offset < end:
-                        yield make.row(chunk, batch, r, aborted, base)
-            if batch.last_offset >= end - 1:
-                return
+    for chunk, batch in _batches_in_range(split, options):
+        h = batch.header
+        aborted = transactions.aborted(batch)
+        if not batch.is_control and not (aborted and options.read_committed):
+            records = _records(batch)
+            base = h.base_offset if isinstance(h, BatchHeader) else (records[0].offset if records else -1)
+            for r in records:
+                if start <= r.offset < end:
+                    yield make.row(chunk, batch, r, aborted, base)
 
 
 def latest_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
@@ -147,10 +225,12 @@ def latest_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
     transactions = AbortedTransactions(split.aborted)
     make = _RowMaker(split, options)
     seen: set[bytes] = set()
+    positions: dict[Chunk, array] = {chunk: array("q") for chunk in split.chunks}
+    for chunk, batch in checked_batches(split, options):  # forward: the whole partition checked first
+        positions[chunk].append(batch.position)
     for chunk in reversed(split.chunks):
         mapped = _open(chunk)
-        positions = array("q", (b.position for b in _batches(chunk, mapped)))
-        for position in reversed(positions):
+        for position in reversed(positions[chunk]):
             batch = next(_batches(chunk, mapped, position))
             if batch.last_offset < start or batch.is_control:
                 continue
@@ -160,7 +240,6 @@ def latest_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
             aborted = transactions.aborted(batch)
             if aborted and options.read_committed:
                 continue
-            _check(batch)
             records = _records(batch)
             if not records:
                 continue

@@ -1,7 +1,7 @@
 """A partition directory brought to the state the broker's log loader leaves it in (``LogLoader.load``),
 including the recovery after an unclean shutdown -- planned first, applied as a separate step.
 
-When recovery happens (Kafka 3.6 to 4.3; spec cleaner-and-retention §9, corrected where Kafka differs):
+When recovery happens (Kafka 3.6 to 4.4; spec cleaner-and-retention §9, corrected where Kafka differs):
 
 * any shutdown: a segment whose ``.index`` is missing, or whose ``.txnindex`` has an entry below the
   segment's base offset, is recovered when the loader opens it (segments in order). Its truncation,
@@ -61,6 +61,7 @@ from kafka_log_core.format.filenames import (
     list_partition_dirs,
     list_segment_bases,
     parse_partition_dir,
+    parse_segment_file,
     segment_file,
 )
 from kafka_log_core.format.offset_index import OffsetIndex
@@ -596,6 +597,30 @@ def _differs(directory: Path, r: RecoveredSegment) -> bool:
         if not path.exists() or path.stat().st_size != len(wanted) or path.read_bytes() != wanted:
             return True
     return False
+
+
+def nothing_to_load(directory: str | os.PathLike[str], ckpt: PartitionCheckpoints) -> bool:
+    """Whether :func:`plan_recovery` would find nothing to recover or change, from one directory listing:
+    after a clean shutdown, a directory whose every live ``.log`` has its ``.index`` and ``.timeindex``
+    and no ``.txnindex`` (the loader checks its entries), all of them plain files, is loaded as it is
+    (the first return of ``_Loader.plan``). False says nothing: plan it."""
+    if not ckpt.clean_shutdown:
+        return False
+    logs: list[str] = []
+    present: set[str] = set()
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            parsed = parse_segment_file(entry.name)
+            if parsed is None or parsed.marker is not None or parsed.suffix == SNAPSHOT_SUFFIX:
+                continue
+            if parsed.suffix == TXN_INDEX_SUFFIX or not entry.is_file(follow_symlinks=False):
+                return False
+            present.add(entry.name)
+            if parsed.suffix == LOG_SUFFIX:
+                logs.append(entry.name[: -len(LOG_SUFFIX)])
+    return all(
+        f"{stem}{INDEX_SUFFIX}" in present and f"{stem}{TIME_INDEX_SUFFIX}" in present for stem in logs
+    )
 
 
 def plan_recovery(

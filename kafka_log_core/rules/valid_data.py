@@ -105,6 +105,18 @@ def find_valid_data(data: bytes | memoryview, start: int, base_offset: int) -> V
     return ValidData(batches, records, size)
 
 
+def next_valid_batch(
+    data: bytes | memoryview, start: int, base_offset: int, end: int | None = None
+) -> int | None:
+    """Where the first valid batch at or after ``start`` (and ending by ``end``) begins; None when there is
+    none, or when the search gave up (its checksum budget)."""
+    view = memoryview(data)
+    end = len(view) if end is None else end
+    budget = CHECK_BUDGET_FLOOR + CHECK_BUDGET_FACTOR * max(end - start, 0)
+    pos, _ = _resynchronise(view[:end], start, end, base_offset, budget)
+    return pos if pos >= 0 else None
+
+
 _NONE_LEFT, _GAVE_UP = -1, -2
 
 

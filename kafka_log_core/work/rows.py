@@ -1,7 +1,7 @@
 """The jobs' result rows: one frozen dataclass per job, one row per partition directory.
 
 A row's fields ARE the job's result table: their order is the column order of the JSON, the printed table,
-CSV and Parquet; their types give the Spark and Arrow schema (``jobs.common.row_schema``): ``int`` is a
+CSV and Parquet; their types give the Spark and Arrow schema (``jobs.output.row_schema``): ``int`` is a
 Spark long, ``Int32`` an integer, ``float`` a double, ``bool`` a boolean, ``str`` a string; ``X | None``
 is a nullable column, a plain ``X`` a column that is never null. ``status`` holds a
 :class:`~kafka_log_core.work.outcome.Status`.
@@ -124,15 +124,39 @@ def columns(row_type: type) -> list[str]:
 
 
 class RowDraft(Generic[R]):
-    """A result row while a task fills it: :meth:`set` replaces fields of the frozen row (an unknown field
-    name is an error), :attr:`row` is the row so far -- what is reported even when the task fails midway;
-    :attr:`recovered` is set when the task recovered its partition after an unclean shutdown."""
+    """A result row while a task fills it: :meth:`set` changes fields (an unknown field name is an error),
+    :attr:`row` is the row so far -- what is reported even when the task fails midway. The values are kept
+    in a dict until the row is needed (a task sets a dozen fields; a frozen row rebuilt for each costs more
+    than an idle partition's whole work). :attr:`recovered` is set when the task recovered its partition
+    after an unclean shutdown."""
 
-    __slots__ = ("row", "recovered")
+    __slots__ = ("_type", "_values", "recovered")
 
     def __init__(self, row: R) -> None:
-        self.row: R = row
+        self._type: type[R] = type(row)
+        self._values: dict[str, Any] = {name: getattr(row, name) for name in _names(self._type)}
         self.recovered: RecoveredPartition | None = None
 
     def set(self, **changes: Any) -> None:
-        self.row = dataclasses.replace(self.row, **changes)
+        unknown = changes.keys() - self._values.keys()
+        if unknown:
+            raise TypeError(f"{self._type.__name__} has no field {', '.join(sorted(unknown))}")
+        self._values.update(changes)
+
+    @property
+    def row(self) -> R:
+        return self._type(**self._values)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as it crosses to the driver: :func:`dataclasses.asdict` of :attr:`row` (plain values)."""
+        return dict(self._values)
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(row_type: type) -> tuple[str, ...]:
+    names = _NAMES.get(row_type)
+    if names is None:
+        names = _NAMES[row_type] = tuple(f.name for f in dataclasses.fields(row_type))
+    return names
