@@ -36,7 +36,8 @@ from pathlib import Path
 
 from kafka_log_core.errors import LogDirLockedError, PartitionBusyError, ReadOnlyLogDirError
 from kafka_log_core.format.filenames import TopicPartition
-from kafka_log_core.log.log_dir import LOCK_FILE
+
+LOCK_FILE = ".lock"  # in every log dir; a running broker holds a lock on it
 
 _BROKER_BYTE = 0
 _CHECKPOINT_BYTE = 1

@@ -24,6 +24,7 @@ from kafka_log_core.format import log_file
 from kafka_log_core.format.filenames import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     segment_file,
@@ -52,6 +53,24 @@ class Segment:
         fsutil.check_regular(path, st)
         return cls(Path(directory), base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
 
+    @classmethod
+    def planned(
+        cls, directory: str | os.PathLike[str], base_offset: int, size: int, mtime_ms: int, data,
+        offset_index: OffsetIndex | None = None, time_index: TimeIndex | None = None,
+        aborted_txns: tuple[AbortedTxn, ...] = (), next_offset: int | None = None,
+    ) -> Segment:  # fmt: skip
+        """A segment as a plan would leave it, nothing written (a dry run's view of a recovery): its
+        ``.log`` bytes, indexes (empty when not given) and next offset are given, not read from files."""
+        segment = cls(Path(directory), base_offset, size, mtime_ms, {"data": data})
+        known = segment.__dict__  # where the cached properties keep their values
+        known["offset_index"] = (
+            offset_index if offset_index is not None else OffsetIndex.parse(b"", base_offset)
+        )
+        known["time_index"] = time_index if time_index is not None else TimeIndex.parse(b"", base_offset)
+        known["aborted_txns"] = aborted_txns
+        known["read_next_offset"] = base_offset if next_offset is None else next_offset
+        return segment
+
     # ------------------------------------------------------------------ files
     @property
     def log_path(self) -> Path:
@@ -71,7 +90,7 @@ class Segment:
 
     def files(self) -> list[Path]:
         """The segment's files that exist (``.log`` first)."""
-        paths = [self.log_path, self.index_path, self.time_index_path, self.txn_index_path]
+        paths = [segment_file(self.directory, self.base_offset, suffix) for suffix in SEGMENT_FILE_SUFFIXES]
         return [p for p in paths if p.exists()]
 
     # ------------------------------------------------------------------ contents

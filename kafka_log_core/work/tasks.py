@@ -37,9 +37,9 @@ from kafka_log_core.errors import (
     RefusedError,
 )
 from kafka_log_core.format.filenames import TopicPartition
-from kafka_log_core.log import checkpoint_files, locks
+from kafka_log_core.log import locks
 from kafka_log_core.log.listing import PartitionTask
-from kafka_log_core.log.log_dir import read_partition_checkpoints
+from kafka_log_core.log.log_dir import read_partition_checkpoints, update_checkpoints
 from kafka_log_core.log.partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionLog
 from kafka_log_core.log.segment import check_indexes
 from kafka_log_core.rules import cleaner, leftovers, recovery, retention, split_cleaning
@@ -290,12 +290,6 @@ def check_inside(log_dir: Path, path: Path) -> None:
         raise RefusedError(f"{path} is a symbolic link to {target}, outside the log dir {root}: not touched")
 
 
-def update_checkpoint(log_dir: str, name: str, tp: TopicPartition, offset: int | None) -> None:
-    """Set (or with None remove) one partition's entry of a log-dir checkpoint, under the lock."""
-    with locks.checkpoint_lock(log_dir):
-        checkpoint_files.update(Path(log_dir) / name, {tp: offset})
-
-
 def check_free_space(directory: Path, needed: int) -> None:
     free = shutil.disk_usage(directory).free
     if free < needed:
@@ -386,7 +380,9 @@ def _compact_round(
         )
     if not plan.eligible:
         if plan.checkpoint_reset and not opts.dry_run:
-            update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, plan.first_dirty_offset)
+            update_checkpoints(
+                current.log_dir, current.tp, {CLEANER_OFFSET_CHECKPOINT: plan.first_dirty_offset}
+            )
         if done == 0:
             row.set(reason="; ".join([plan.reason, *notes]))
         return False, False
@@ -426,7 +422,7 @@ def _compact_round(
             notes.append(f"{err}")
     if result is None:
         result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
-    update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, result.end_offset)
+    update_checkpoints(current.log_dir, current.tp, {CLEANER_OFFSET_CHECKPOINT: result.end_offset})
     after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
     s = result.stats
     more = result.end_offset < plan.first_uncleanable_offset and result.end_offset > plan.first_dirty_offset

@@ -23,10 +23,10 @@ from jobs import compact, context, output, progress, report, retain
 from jobs.cli import main
 from kafka_log_core.format.checkpoints import read_offset_checkpoint
 from kafka_log_core.format.filenames import TopicPartition
-from kafka_log_core.log.log_dir import write_log_dir_checkpoints
+from kafka_log_core.log.log_dir import update_checkpoints, write_log_dir_checkpoints
 from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.settings.config import load_config
-from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, update_checkpoint
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
 from tests.clirun import invoke
 from tests.logbuild import TS, batch, make_log, mark_clean_shutdown, read_records
 
@@ -200,8 +200,8 @@ def _update_many(log_dir: str, worker: int, partitions: int, rounds: int, start)
     start.wait()
     for r in range(rounds):
         for p in range(partitions):
-            update_checkpoint(
-                log_dir, "cleaner-offset-checkpoint", TopicPartition(f"w{worker}", p), r * 1000 + p
+            update_checkpoints(
+                log_dir, TopicPartition(f"w{worker}", p), {"cleaner-offset-checkpoint": r * 1000 + p}
             )
 
 
