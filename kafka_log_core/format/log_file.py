@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +19,14 @@ from kafka_log_core import fsutil
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError
 from kafka_log_core.format import compression, legacy_records, record_batch
 from kafka_log_core.format.compression import MAX_BATCH_BYTES
-from kafka_log_core.format.legacy_records import LegacyRecord
-from kafka_log_core.format.record_batch import BatchHeader, Record
-
-LOG_OVERHEAD = 12
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
-_OFFSET_SIZE = struct.Struct(">qi")
+from kafka_log_core.format.legacy_records import MIN_ENTRY_SIZE, LegacyRecord
+from kafka_log_core.format.record_batch import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    OFFSET_AND_SIZE,
+    BatchHeader,
+    Record,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +144,7 @@ def iter_batches(
     name = None if path is None else os.fspath(path)
     pos = start
     while pos + HEADER_SIZE_UP_TO_MAGIC < end:
-        offset, size = _OFFSET_SIZE.unpack_from(view, pos)
+        offset, size = OFFSET_AND_SIZE.unpack_from(view, pos)
         if size < MIN_ENTRY_SIZE:
             raise CorruptRecordError(
                 f"record size {size} is smaller than the minimum record overhead ({MIN_ENTRY_SIZE})",

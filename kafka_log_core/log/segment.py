@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,11 +30,10 @@ from kafka_log_core.format.filenames import (
 )
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.offset_index import OffsetIndex, parse_offset_index
+from kafka_log_core.format.record_batch import LOG_OVERHEAD, OFFSET_AND_SIZE
 from kafka_log_core.format.time_index import TimeIndex, parse_time_index
 from kafka_log_core.format.txn_index import AbortedTxn, read_txn_index
 from kafka_log_core.kernels import fields, header_scan, statuses
-
-_OFFSET_SIZE = struct.Struct(">qi")
 
 
 @dataclass(frozen=True, eq=False)
@@ -200,8 +198,8 @@ class Segment:
             while pos + 17 < self.size:
                 f.seek(pos)
                 head = f.read(12)
-                _, size = _OFFSET_SIZE.unpack(head)
-                if size < log_file.MIN_ENTRY_SIZE or pos + 12 + size > self.size:
+                _, size = OFFSET_AND_SIZE.unpack(head)
+                if size < log_file.MIN_ENTRY_SIZE or pos + LOG_OVERHEAD + size > self.size:
                     break
                 f.seek(pos)
                 chunk = f.read(min(12 + size, 12 + 61 + 64))
@@ -227,7 +225,7 @@ def _read_head(path: Path, n: int) -> bytes:
         head = f.read(12)
         if len(head) < 12:
             return head
-        _, size = _OFFSET_SIZE.unpack(head)
+        _, size = OFFSET_AND_SIZE.unpack(head)
         return head + f.read(max(min(size, 1 << 24), n - 12))
 
 
