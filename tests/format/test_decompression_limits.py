@@ -20,10 +20,17 @@ import pytest
 import zstandard
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from jobs.cli import dump
 from kafka_log_core.errors import CompressionError, CorruptRecordError
 from kafka_log_core.format import compression, log_file
 from kafka_log_core.format.compression import GZIP, LZ4, SNAPPY, ZSTD
+from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.kernels import record_walk
+from kafka_log_core.log.partition_log import LogDirState
+from kafka_log_core.settings.config import load_config
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
+from tests.clirun import invoke
+from tests.logbuild import batch, make_log
 
 LIMIT = 1 << 20
 CODECS = [GZIP, SNAPPY, LZ4, ZSTD]
@@ -131,3 +138,43 @@ def test_a_batch_of_one_large_record_reads_within_a_limit_that_holds_it(codec):
         CorruptRecordError, match=rf"position 0: batch at offset 0: .*more than {len(area) - 1}"
     ):
         batch.records(max_batch_bytes=len(area) - 1)
+
+
+# ---------------------------------------------------------------------------------------------- the option
+def _large_batch_log(log_dir, codec: int) -> tuple[object, int]:
+    """A partition whose first batch (key "k", a 100 KB value) is superseded by the next one."""
+    area = record_area([bytes(100_000)])
+    make_log(log_dir, "big", 0, {0: [raw_batch(0, 1, with_library(codec, area), codec), batch(1, [("k", "new")])],
+                                 2: [batch(2, [("x", "1")])]}, clean_shutdown=True)  # fmt: skip
+    return log_dir / "big-0", len(area)
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=IDS)
+def test_compact_takes_a_batch_within_its_max_decompressed_batch_bytes_and_fails_one_past_it(tmp_path, codec):
+    directory, area_bytes = _large_batch_log(tmp_path, codec)
+    configs = load_config(None, [], [], ["cleanup.policy=compact", "min.cleanable.dirty.ratio=0.01"])
+    task = PartitionTask(
+        str(tmp_path), "big", 0, LogDirState.read(tmp_path).for_partition(TopicPartition("big", 0))
+    )
+    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+    row = compact_partition(task, configs, JobOptions(now_ms=TS + 60_000, max_batch_bytes=area_bytes - 1))
+    assert row["status"] == "failed", row
+    assert (
+        f"more than {area_bytes - 1} bytes" in row["reason"]
+        and "--max-decompressed-batch-bytes" in row["reason"]
+    )
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
+    row = compact_partition(task, configs, JobOptions(now_ms=TS + 60_000, max_batch_bytes=area_bytes))
+    assert row["status"] == "cleaned", row
+
+
+def test_dump_reads_a_batch_within_its_max_decompressed_batch_bytes_and_refuses_one_past_it(tmp_path):
+    directory, area_bytes = _large_batch_log(tmp_path, ZSTD)
+    log = directory / "00000000000000000000.log"
+    ok = invoke(dump, "--files", log, "--deep-iteration", "--max-decompressed-batch-bytes", area_bytes)
+    assert ok.exit_code == 0 and "offset: 1 " in ok.output, ok.output
+    refused = invoke(
+        dump, "--files", log, "--deep-iteration", "--max-decompressed-batch-bytes", area_bytes - 1
+    )
+    assert refused.exit_code == 1
+    assert f"{log} at position 0: batch at offset 0: zstd data decompresses to more than" in refused.stderr
