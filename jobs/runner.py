@@ -157,7 +157,7 @@ def map_in_order(spark, tasks: Sequence, fn: Callable, shown: progress.Progress 
         raise click.ClickException(
             f"{hint}: ship the job's environment built from this checkout (`make dist`, then spark-submit "
             "--archives dist/kafka-log-jobs-env.tar.gz#environment --conf "
-            "spark.pyspark.python=./environment/bin/python; see the README's cluster section)"
+            "spark.pyspark.python=./environment/bin/python; see docs/cluster.md)"
         ) from None
 
 

@@ -31,7 +31,7 @@ def spark_session(
     What Spark itself prints: errors only, unless ``verbose`` (then Spark's defaults, warnings included).
     Embedded, the JVM starts with :data:`LOG4J_CONFIG` and its standard error passes through
     :func:`_forward_jvm_stderr`, which drops the JVM's own start-up warning; under spark-submit the JVM
-    was started before us (the README says how to give it the same file), and the level is set once we run.
+    was started before us (docs/cluster.md says how to give it the same file), and the level is set once we run.
     Spark's console progress bar is off: the job shows its own (:mod:`jobs.progress`).
     """
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit (or the pyspark shell) started us

@@ -298,7 +298,7 @@ def test_report_path_writes_parquet_with_the_result_schema(spark, tmp_path):
 
 def test_spark_submit_and_the_cli_take_the_same_options_and_agree(spark, tmp_path):
     """`spark-submit jobs/compact.py …` and `kafka-log-jobs compact …` are the same job. The virtualenv's
-    spark-submit, run as the README says when the virtualenv is not on PATH (without it the script finds
+    spark-submit, run as docs/cluster.md says when the virtualenv is not on PATH (without it the script finds
     neither Spark nor a Python with our modules), prints only the JSON rows on stdout (our stderr is merged
     into it) and, given the jobs' log4j2 file, only the JVM's own first line on stderr."""
     from pathlib import Path
