@@ -23,6 +23,7 @@ import click
 from jobs import progress
 from jobs.context import list_tasks
 from jobs.output import tell
+from kafka_log_core import storage
 from kafka_log_core.log.listing import Listing, PartitionTask
 from kafka_log_core.rules import recovery
 from kafka_log_core.work.outcome import Status, TaskOutcome
@@ -102,7 +103,7 @@ def result_rows(
 def partition_bytes(task: PartitionTask) -> int:
     """On-disk size of a partition directory as the driver sees it (0 when it cannot be read)."""
     try:
-        with os.scandir(task.directory) as entries:
+        with storage.scandir(task.directory) as entries:
             return sum(
                 e.stat(follow_symlinks=False).st_size for e in entries if e.is_file(follow_symlinks=False)
             )
@@ -188,9 +189,9 @@ def on_executor(task: PartitionTask, fn: TaskFn, row_type: type | None = None) -
     """What a Spark task runs: ``fn`` on the partition, or a failed row (of ``row_type``, when given) naming
     this host and the directory when this executor does not see it (log dirs must be at the same path on
     every node)."""
-    if task.directory.is_dir():
+    if storage.is_dir(task.directory):
         return fn(task)
-    missing = task.directory if Path(task.log_dir).is_dir() else Path(task.log_dir)
+    missing = task.directory if storage.is_dir(task.log_dir) else Path(task.log_dir)
     reason = (
         f"{missing}: no such directory on executor host {socket.gethostname()} (the driver listed it: "
         "every node must see the log dirs at the same path, on a shared filesystem)"

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from pyspark.sql.datasource import InputPartition
 
+from kafka_log_core import storage
 from kafka_log_core.errors import CorruptIndexError, KafkaLogError, UsageError
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log import locks
@@ -102,7 +103,7 @@ def expand_paths(paths: tuple[str, ...]) -> list[Path]:
     """``load(["/d1", "/d2"])`` or ``load("/d1,/d2")``; a path that exists is never split at commas."""
     out = []
     for path in paths:
-        parts = [path] if os.path.isdir(path) or "," not in path else [p.strip() for p in path.split(",")]
+        parts = [path] if storage.is_dir(path) or "," not in path else [p.strip() for p in path.split(",")]
         out += [Path(p) for p in parts if p]
     return out
 
@@ -110,7 +111,7 @@ def expand_paths(paths: tuple[str, ...]) -> list[Path]:
 def _log_dirs(paths: tuple[str, ...]) -> Iterator[tuple[Path, list[TopicPartition]]]:
     """Each path as (log dir, partitions): a log dir, or a single partition directory inside one."""
     for path in expand_paths(paths):
-        if not path.is_dir():
+        if not storage.is_dir(path):
             raise UsageError(f"kafka-log: {path} is not a directory")
         yield log_dir_partitions(path, alone=True)
 
@@ -223,7 +224,7 @@ def _check_active_tail(log: PartitionLog, options: ReadOptions) -> None:
 
 
 def _tail(path: Path, start: int) -> Iterator[bytes]:
-    with open(path, "rb") as f:
+    with storage.open_regular_file(path) as f:
         f.seek(start)
         while block := f.read(1 << 20):
             yield block.strip(b"\0")
@@ -335,7 +336,7 @@ def _cuts(segment: Segment, low: int, high: int, max_bytes: int) -> list[tuple[i
 
 
 def _chunk(segment: Segment, low: int, high: int) -> Chunk:
-    stat = os.stat(segment.log_path)
+    stat = storage.stat(segment.log_path)
     return Chunk(os.fspath(segment.log_path), segment.base_offset, low, high, segment.size, stat.st_ino)
 
 

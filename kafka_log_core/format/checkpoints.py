@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import CorruptCheckpointError
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.format.properties import MalformedEscapeError, parse_java_properties
@@ -169,7 +169,7 @@ def parse_offset_checkpoint(data: bytes, path: StrPath | None = None) -> dict[To
 def read_offset_checkpoint(path: StrPath) -> dict[TopicPartition, int]:
     """Read an offset checkpoint file; a missing file has no entries (the broker creates it empty)."""
     target = Path(path)
-    return parse_offset_checkpoint(fsutil.read_regular(target), path) if target.exists() else {}
+    return parse_offset_checkpoint(storage.read_regular(target), path) if storage.exists(target) else {}
 
 
 def format_offset_checkpoint(offsets: Mapping[TopicPartition, int]) -> bytes:
@@ -218,7 +218,7 @@ def parse_leader_epoch_checkpoint(data: bytes, path: StrPath | None = None) -> l
 
 def read_leader_epoch_checkpoint(path: StrPath) -> list[EpochEntry]:
     target = Path(path)
-    return parse_leader_epoch_checkpoint(fsutil.read_regular(target), path) if target.exists() else []
+    return parse_leader_epoch_checkpoint(storage.read_regular(target), path) if storage.exists(target) else []
 
 
 def assign(cache: Sequence[EpochEntry], entry: EpochEntry) -> list[EpochEntry]:
@@ -330,7 +330,7 @@ def parse_partition_metadata(data: bytes, path: StrPath | None = None) -> Partit
 
 
 def read_partition_metadata(path: StrPath) -> PartitionMetadata:
-    return parse_partition_metadata(fsutil.read_regular(path), path)
+    return parse_partition_metadata(storage.read_regular(path), path)
 
 
 def format_partition_metadata(topic_id: str, version: int = 0) -> bytes:
@@ -378,4 +378,4 @@ def parse_meta_properties(data: bytes, path: StrPath | None = None) -> MetaPrope
 
 
 def read_meta_properties(path: StrPath) -> MetaProperties:
-    return parse_meta_properties(fsutil.read_regular(path), path)
+    return parse_meta_properties(storage.read_regular(path), path)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG
 from kafka_log_core.errors import UsageError
 
@@ -174,7 +174,7 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 def list_partition_dirs(log_dir: str | os.PathLike[str]) -> list[tuple[TopicPartition, Path]]:
     """Every live partition directory of a log dir, sorted by (topic, partition)."""
     found: list[tuple[TopicPartition, Path]] = []
-    with os.scandir(log_dir) as entries:
+    with storage.scandir(log_dir) as entries:
         for entry in entries:
             if not entry.is_dir():
                 continue
@@ -191,13 +191,13 @@ def list_segment_bases(directory: str | os.PathLike[str]) -> list[int]:
     Every entry named like a segment file (live or marked) must be a regular file (symlinks followed):
     a FIFO, socket, device or directory with such a name is refused here, before anything opens it."""
     bases = []
-    with os.scandir(directory) as entries:
+    with storage.scandir(directory) as entries:
         for entry in entries:
             parsed = parse_segment_file(entry.name)
             if parsed is None:
                 continue
             if not entry.is_file():
-                fsutil.check_regular(entry.path, _stat_or_lstat(entry))
+                storage.check_regular(entry.path, _stat_or_lstat(entry))
             if parsed.suffix == LOG_SUFFIX and parsed.marker is None:
                 bases.append(parsed.base_offset)
     return sorted(bases)

@@ -16,7 +16,7 @@ from typing import ClassVar, Generic, Self, TypeVar
 
 import numpy as np
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG, MIN_LONG
 from kafka_log_core.errors import ConfigError, CorruptIndexError
 from kafka_log_core.format.filenames import base_offset_of
@@ -83,7 +83,7 @@ class FixedWidthIndex(Generic[E]):
     def read(cls, path: str | os.PathLike[str], base_offset: int | None = None) -> Self:
         """Read an index file; the base offset defaults to the one in its file name."""
         base = base_offset_of(path) if base_offset is None else base_offset
-        return cls.parse(fsutil.read_regular(path), base, path)
+        return cls.parse(storage.read_regular(path), base, path)
 
     def __len__(self) -> int:
         return len(self.entries)

@@ -13,9 +13,8 @@ import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError
 from kafka_log_core.format import compression, legacy_records, record_batch
 from kafka_log_core.format.compression import MAX_BATCH_BYTES
@@ -123,10 +122,7 @@ class FileBatch:
 def read_log(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
     """The bytes of a ``.log``, memory-mapped read-only: pages come from the page cache on demand and are
     never copied into the process, so a 1 GiB segment costs address space, not a 1 GiB buffer."""
-    with fsutil.open_regular_file(path) as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return storage.map_regular(path)
 
 
 def iter_batches(
@@ -185,4 +181,4 @@ def iter_file_batches(path: str | os.PathLike[str], *, strict: bool = False) -> 
 
 
 def log_size(path: str | os.PathLike[str]) -> int:
-    return Path(path).stat().st_size
+    return storage.stat(path).st_size

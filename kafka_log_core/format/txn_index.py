@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import CorruptIndexError
 from kafka_log_core.format.filenames import parse_segment_file
 
@@ -80,7 +80,7 @@ def read_txn_index(path: str | os.PathLike[str], base_offset: int | None = None)
     if base_offset is None:
         parsed = parse_segment_file(Path(path).name)
         base_offset = None if parsed is None else parsed.base_offset
-    return parse_txn_index(fsutil.read_regular(path), base_offset, path)
+    return parse_txn_index(storage.read_regular(path), base_offset, path)
 
 
 def sanity_check(
@@ -143,7 +143,7 @@ def append_txn_index(path: str | os.PathLike[str], entries: Iterable[AbortedTxn]
     partial bytes and misalign everything behind them) and entries that do not continue its last offsets.
     """
     target = Path(path)
-    existing = fsutil.read_regular(target) if target.exists() else b""
+    existing = storage.read_regular(target) if storage.exists(target) else b""
     if len(existing) % ENTRY_SIZE:
         raise CorruptIndexError(
             f"cannot append: file is {len(existing)} bytes, expected a multiple of {ENTRY_SIZE}",

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_log_core import storage
 from kafka_log_core.errors import KafkaLogError, ReadOnlyLogDirError, UsageError
 from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from kafka_log_core.format.filenames import (
@@ -96,7 +97,7 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
     refused: list[str] = []  # log dirs a writing job cannot write
     for log_dir in log_dirs:
         d = Path(log_dir)
-        if not d.is_dir():
+        if not storage.is_dir(d):
             raise UsageError(f"--log-dir {log_dir}: not a directory")
         try:
             _, partitions = log_dir_partitions(d)
@@ -145,7 +146,7 @@ def no_partitions_hint(d: Path) -> str:
     """Why ``d`` holds no partition directory, and what the user probably meant."""
     said = f"no partition directories (<topic>-<partition>) under {d}"
     try:
-        names = sorted(os.listdir(d))
+        names = sorted(storage.listdir(d))
     except OSError as err:
         return f"{said}: {err.strerror}"
     if not names:
@@ -158,14 +159,14 @@ def no_partitions_hint(d: Path) -> str:
     for name in names[:200]:
         sub = d / name
         try:
-            if sub.is_dir() and list_partition_dirs(sub):
+            if storage.is_dir(sub) and list_partition_dirs(sub):
                 below.append(sub)
         except OSError:
             continue
     if below:
         shown = " ".join(f"--log-dir {b}" for b in below[:5]) + (" …" if len(below) > 5 else "")
         return f"{said}; it looks like a directory of log dirs: pass them, {shown}"
-    if all(n.startswith("__cluster_metadata-") or n.startswith(".") or (d / n).is_file() for n in names):
+    if all(n.startswith("__cluster_metadata-") or n.startswith(".") or storage.is_file(d / n) for n in names):
         return f"{said}: only log-dir files and the cluster metadata log"
     return f"{said} (none of its {len(names)} entries is named <topic>-<partition>)"
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import UsageError
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition, list_partition_dirs, list_segment_bases
@@ -70,7 +70,7 @@ class LogDirState:
             checkpoints.read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT),
             checkpoints.read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT),
             checkpoints.read_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT),
-            (d / CLEAN_SHUTDOWN_FILE).exists(),
+            storage.exists(d / CLEAN_SHUTDOWN_FILE),
         )
 
     def for_partition(self, tp: TopicPartition) -> PartitionCheckpoints:
@@ -93,7 +93,7 @@ def read_partition_checkpoints(log_dir: str | os.PathLike[str], tp: TopicPartiti
         log_start_offset=checkpoint_files.entry(d / LOG_START_OFFSET_CHECKPOINT, tp),
         high_watermark=checkpoint_files.entry(d / REPLICATION_OFFSET_CHECKPOINT, tp),
         cleaner_offset=checkpoint_files.entry(d / CLEANER_OFFSET_CHECKPOINT, tp),
-        clean_shutdown=(d / CLEAN_SHUTDOWN_FILE).exists(),
+        clean_shutdown=storage.exists(d / CLEAN_SHUTDOWN_FILE),
     )
 
 
@@ -176,7 +176,7 @@ def write_log_dir_checkpoints(
     for name in (checkpoints.CLEANER_CHECKPOINT, LOCK_FILE):
         (root / name).touch(exist_ok=True)
     meta = root / checkpoints.META_PROPERTIES
-    if not meta.exists():
+    if not storage.exists(meta):
         rng = random.Random(random_seed)
         text = format_meta_properties(
             node_id=node_id,

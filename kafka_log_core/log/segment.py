@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.errors import CorruptDataError, CorruptIndexError
 from kafka_log_core.format import log_file
@@ -47,8 +47,8 @@ class Segment:
     @classmethod
     def open(cls, directory: str | os.PathLike[str], base_offset: int) -> Segment:
         path = segment_file(directory, base_offset, LOG_SUFFIX)
-        st = path.stat()
-        fsutil.check_regular(path, st)
+        st = storage.stat(path)
+        storage.check_regular(path, st)
         return cls(Path(directory), base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
 
     @classmethod
@@ -89,7 +89,7 @@ class Segment:
     def files(self) -> list[Path]:
         """The segment's files that exist (``.log`` first)."""
         paths = [segment_file(self.directory, self.base_offset, suffix) for suffix in SEGMENT_FILE_SUFFIXES]
-        return [p for p in paths if p.exists()]
+        return [p for p in paths if storage.exists(p)]
 
     # ------------------------------------------------------------------ contents
     def read(self) -> bytes | mmap.mmap:
@@ -136,19 +136,19 @@ class Segment:
     @cached_property
     def offset_index(self) -> OffsetIndex:
         path = self.index_path
-        data = fsutil.read_regular(path) if path.exists() else b""
+        data = storage.read_regular(path) if storage.exists(path) else b""
         return parse_offset_index(data, self.base_offset, path)
 
     @cached_property
     def time_index(self) -> TimeIndex:
         path = self.time_index_path
-        data = fsutil.read_regular(path) if path.exists() else b""
+        data = storage.read_regular(path) if storage.exists(path) else b""
         return parse_time_index(data, self.base_offset, path)
 
     @cached_property
     def aborted_txns(self) -> tuple[AbortedTxn, ...]:
         path = self.txn_index_path
-        if not path.exists():
+        if not storage.exists(path):
             return ()
         return tuple(read_txn_index(path, self.base_offset))
 
@@ -193,7 +193,7 @@ class Segment:
         if "data" in self._cache:
             yield from log_file.iter_batches(self._cache["data"], self.log_path, start_position, strict=False)
             return
-        with fsutil.open_regular_file(self.log_path) as f:
+        with storage.open_regular_file(self.log_path) as f:
             pos = start_position
             while pos + 17 < self.size:
                 f.seek(pos)
@@ -221,7 +221,7 @@ class Segment:
 
 
 def _read_head(path: Path, n: int) -> bytes:
-    with fsutil.open_regular_file(path) as f:
+    with storage.open_regular_file(path) as f:
         head = f.read(12)
         if len(head) < 12:
             return head

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
     DELETED_MARKER,
@@ -65,7 +65,7 @@ def create_empty_segment(directory: Path, base: int) -> None:
     kept (a rerun after a crash); the directory is fsynced."""
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
         path = segment_file(directory, base, suffix)
-        if not path.exists():
+        if not storage.exists(path):
             fsutil.write_bytes_fsync(path, b"")
     fsutil.fsync_dir(directory)
 
@@ -74,7 +74,7 @@ def create_empty_time_index(directory: Path, base: int) -> None:
     """An empty ``.timeindex`` for the segment at ``base`` where it has none (the loader's rule for a
     missing one beside an ``.index``)."""
     path = segment_file(directory, base, TIME_INDEX_SUFFIX)
-    if not path.exists():
+    if not storage.exists(path):
         fsutil.atomic_write_bytes(path, b"")
 
 
@@ -122,10 +122,10 @@ def rewrite_segment(
     if txn_index is None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(txn)
-    elif not txn.exists() or txn.read_bytes() != txn_index:
+    elif not storage.exists(txn) or storage.read_regular(txn) != txn_index:
         fsutil.atomic_write_bytes(txn, txn_index)
     log = segment_file(directory, base, LOG_SUFFIX)
-    if log.stat().st_size > valid_bytes:
+    if storage.stat(log).st_size > valid_bytes:
         fd = os.open(log, os.O_WRONLY)
         try:
             os.ftruncate(fd, valid_bytes)

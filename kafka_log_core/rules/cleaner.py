@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG
 from kafka_log_core.format import compression, record_batch
 from kafka_log_core.kernels import clean_pass, digest_store, map_pass, statuses
@@ -235,11 +236,11 @@ def group_segments(
 
 
 def _index_bytes(s: Segment) -> int:
-    return s.index_path.stat().st_size if s.index_path.exists() else 0
+    return storage.stat(s.index_path).st_size if storage.exists(s.index_path) else 0
 
 
 def _time_index_bytes(s: Segment) -> int:
-    return s.time_index_path.stat().st_size if s.time_index_path.exists() else 0
+    return storage.stat(s.time_index_path).st_size if storage.exists(s.time_index_path) else 0
 
 
 # ============================================================================================ pass 2

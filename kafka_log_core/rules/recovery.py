@@ -45,7 +45,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import CorruptRecordError
 from kafka_log_core.format import checkpoints, log_file
 from kafka_log_core.format.checkpoints import EpochEntry
@@ -326,7 +326,7 @@ class _Seg:
         self.base = base
         self.path = segment_file(directory, base, LOG_SUFFIX)
         self._data: bytes | memoryview | None = None
-        self.size = self.path.stat().st_size
+        self.size = storage.stat(self.path).st_size
         self.recovered: SegmentRecovery | None = None
         self._segment: Segment | None = None
 
@@ -409,7 +409,7 @@ class _Loader:
     def epochs(self) -> list[EpochEntry]:
         if self._epochs is None:
             path = self.directory / checkpoints.LEADER_EPOCH_CHECKPOINT
-            if path.exists():
+            if storage.exists(path):
                 self.epochs_before = tuple(checkpoints.read_leader_epoch_checkpoint(path))
             self._epochs = list(self.epochs_before or ())
         return self._epochs
@@ -419,7 +419,7 @@ class _Loader:
         psm = ProducerStateManagerModel(self.files, self.now_ms, self.expiration_ms)
         rebuild_producer_state(psm, [s.view() for s in loaded], self.log_start_ckpt, seg.base, False)
         state = RecoveryState(psm.producers, self.epochs, psm.last_map_offset)
-        had_txn = segment_file(self.directory, seg.base, TXN_INDEX_SUFFIX).exists()
+        had_txn = storage.exists(segment_file(self.directory, seg.base, TXN_INDEX_SUFFIX))
         try:
             result = recover_segment(
                 seg.data, seg.base, str(seg.path), state,
@@ -434,7 +434,7 @@ class _Loader:
         return result
 
     def empty(self, seg: _Seg, why: str) -> SegmentRecovery:
-        had_txn = segment_file(self.directory, seg.base, TXN_INDEX_SUFFIX).exists()
+        had_txn = storage.exists(segment_file(self.directory, seg.base, TXN_INDEX_SUFFIX))
         result = empty_segment(seg.data, seg.base, str(seg.path), why)
         self._cut(seg, result, UNCLEAN, had_txn)
         return result
@@ -473,11 +473,11 @@ class _Loader:
         loaded: list[_Seg] = []
         for base in list_segment_bases(self.directory):
             seg = _Seg(self.directory, base)
-            if not segment_file(self.directory, base, INDEX_SUFFIX).exists():
+            if not storage.exists(segment_file(self.directory, base, INDEX_SUFFIX)):
                 reason: str | None = MISSING_INDEX
             else:
                 reason = None
-                if not segment_file(self.directory, base, TIME_INDEX_SUFFIX).exists():
+                if not storage.exists(segment_file(self.directory, base, TIME_INDEX_SUFFIX)):
                     self.empty_time_indexes.append(base)
                 if _txn_index_below_base(segment_file(self.directory, base, TXN_INDEX_SUFFIX), base):
                     reason = BAD_TXN_INDEX
@@ -574,9 +574,9 @@ class _Loader:
 def _txn_index_below_base(path: Path, base: int) -> bool:
     """TransactionIndex.sanityCheck, entry by entry: True at an entry whose last offset is below the base
     (the loader recovers the segment); an entry of a later version makes the broker fail to start."""
-    if not path.exists():
+    if not storage.exists(path):
         return False
-    data = path.read_bytes()
+    data = storage.read_regular(path)
     for n in range(len(data) // TXN_ENTRY.size):
         version, _, _, last_offset, _ = TXN_ENTRY.unpack_from(data, n * TXN_ENTRY.size)
         if version > 0:
@@ -600,10 +600,14 @@ def _differs(directory: Path, r: RecoveredSegment) -> bool:
     ):
         path = segment_file(directory, r.base_offset, suffix)
         if wanted is None:
-            if path.exists():
+            if storage.exists(path):
                 return True
             continue
-        if not path.exists() or path.stat().st_size != len(wanted) or path.read_bytes() != wanted:
+        if (
+            not storage.exists(path)
+            or storage.stat(path).st_size != len(wanted)
+            or storage.read_regular(path) != wanted
+        ):
             return True
     return False
 
@@ -617,7 +621,7 @@ def nothing_to_load(directory: str | os.PathLike[str], ckpt: PartitionCheckpoint
         return False
     logs: list[str] = []
     present: set[str] = set()
-    with os.scandir(directory) as entries:
+    with storage.scandir(directory) as entries:
         for entry in entries:
             parsed = parse_segment_file(entry.name)
             if parsed is None or parsed.marker is not None or parsed.suffix == SNAPSHOT_SUFFIX:
@@ -709,7 +713,7 @@ def directories_to_recover(log_dir: str | os.PathLike[str]) -> tuple[list[TopicP
     also recover but this tool does not (``-future`` and ``-stray`` logs)."""
     partitions = [tp for tp, _ in list_partition_dirs(log_dir)]
     others = []
-    with os.scandir(log_dir) as entries:
+    with storage.scandir(log_dir) as entries:
         for entry in entries:
             if entry.is_dir() and parse_partition_dir(entry.name) is None:
                 if entry.name.endswith(("-future", "-stray")):
@@ -733,7 +737,7 @@ def write_clean_shutdown_marker(
     recover was recovered by this run. Returns a one-line note ("" when the marker was there already)."""
     d = Path(log_dir)
     path = d / CLEAN_SHUTDOWN_FILE
-    if path.exists():
+    if storage.exists(path):
         return ""
     partitions, others = directories_to_recover(d)
     missing = [tp for tp in partitions if tp not in recovered]

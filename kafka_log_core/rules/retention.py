@@ -58,7 +58,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import SafetyGuardError, UsageError
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import (
@@ -316,7 +316,7 @@ def _roll(log: PartitionLog, base: int) -> bool:
     directory = log.directory
     snapshot = segment_file(directory, base, SNAPSHOT_SUFFIX)
     written = False
-    if not snapshot.exists():  # ProducerStateManager.takeSnapshot skips an offset already snapshotted
+    if not storage.exists(snapshot):  # ProducerStateManager.takeSnapshot skips an offset already snapshotted
         # The broker's in-memory table at the LEO: nothing expired is dropped between its expiry checks.
         write_producer_snapshot(snapshot, build_producer_table(log, 0, None).snapshot_entries())
         written = True
@@ -326,7 +326,7 @@ def _roll(log: PartitionLog, base: int) -> bool:
 
 def _truncate_leader_epochs(directory: Path, log_start: int) -> bool:
     path = directory / checkpoints.LEADER_EPOCH_CHECKPOINT
-    if not path.exists():
+    if not storage.exists(path):
         return False
     entries = checkpoints.read_leader_epoch_checkpoint(path)
     truncated = checkpoints.truncate_from_start(entries, log_start)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import math
-import mmap
 import os
 import shutil
 import time
@@ -41,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.format import compression, record_batch
 from kafka_log_core.format.filenames import (
@@ -552,14 +551,15 @@ def _read_rows(path: Path, bounds: np.ndarray, i: int, columns: int) -> np.ndarr
     n = end - start
     if n == 0:
         return np.zeros((0, columns), dtype=np.uint64)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < end * columns * 8:
+
+    def complete(st: os.stat_result) -> None:
+        if st.st_size < end * columns * 8:
             raise KafkaLogError(
-                f"{path}: {size} bytes, rows up to {end} of {columns * 8} bytes were written (scratch "
+                f"{path}: {st.st_size} bytes, rows up to {end} of {columns * 8} bytes were written (scratch "
                 "file cut short)"
             )
-        view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+    view = storage.map_regular(path, complete)
     return np.frombuffer(view, dtype=np.uint64, count=n * columns, offset=start * columns * 8).reshape(
         n, columns
     )

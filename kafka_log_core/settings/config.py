@@ -76,7 +76,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG, OFFSET_MAP_ENTRY_BYTES
 from kafka_log_core.errors import ConfigError
 from kafka_log_core.format import properties
@@ -628,7 +628,7 @@ def parse_properties(text: str, source: str = "<text>") -> list[tuple[str, str, 
 def read_properties(path: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
     """Entries of a properties file; ISO-8859-1 as ``Properties.load(InputStream)``."""
     try:
-        text = fsutil.read_regular(path).decode("latin-1")
+        text = storage.read_regular(path).decode("latin-1")
     except OSError as err:
         raise ConfigError(f"{os.fspath(path)}: cannot read configuration file: {err.strerror}") from err
     return parse_properties(text, os.fspath(path))

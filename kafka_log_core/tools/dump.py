@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT
 from kafka_log_core.errors import (
     CorruptDataError,
@@ -260,7 +260,7 @@ _DUMPERS: dict[str, Callable[[DumpedFile, DumpOptions, DumpReport], Iterator[Lin
 
 def _read(path: str | os.PathLike[str]) -> bytes:
     """Index, snapshot and transaction-index files are small (10 MiB at most by default): read them whole."""
-    return fsutil.read_regular(path)
+    return storage.read_regular(path)
 
 
 class LogReader:
@@ -272,7 +272,7 @@ class LogReader:
 
     def __init__(self, path: str | os.PathLike[str], limit: int | None = None) -> None:
         self.path = os.fspath(path)
-        self._handle = fsutil.open_regular_file(path)  # closed by close() or the with block
+        self._handle = storage.open_regular_file(path)  # closed by close() or the with block
         size = os.fstat(self._handle.fileno()).st_size
         self.size = size if limit is None else min(size, limit)  # fixed when opened, like FileRecords
 
@@ -310,7 +310,7 @@ class LogReader:
 
 def _existing_sibling(file: DumpedFile, suffix: str) -> Path:
     sibling = file.sibling(suffix)
-    if not sibling.is_file():
+    if not storage.is_file(sibling):
         raise CorruptIndexError(f"cannot check it: {sibling} does not exist", file.shown)
     return sibling
 
