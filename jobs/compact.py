@@ -15,7 +15,6 @@ from jobs import options, output, runner
 from jobs.context import JobContext
 from jobs.output import row_schema, tell
 from jobs.split import SparkSplitRunner
-from kafka_log_core.format import compression
 from kafka_log_core.work.outcome import Status, TaskOutcome
 from kafka_log_core.work.rows import CompactRow
 from kafka_log_core.work.tasks import ALL_ROUNDS, compact_task
@@ -83,15 +82,9 @@ def parse_rounds(ctx, param, value) -> int:
     help="Clean a partition whose cleanable section exceeds BYTES in one round over "
     "every key, cut into parallel tasks (0: always).",
 )
-@click.option(
-    compression.LIMIT_OPTION,
-    "max_batch_bytes",
-    type=click.IntRange(min=1),
-    default=compression.MAX_BATCH_BYTES,
-    show_default=True,
-    metavar="BYTES",
-    help="The most one batch's records may decompress to (a larger batch fails its partition, as a compression "
-    "bomb would); raise it for a topic whose batches are larger.",
+@options.max_batch_bytes_option(
+    "(a larger batch fails its partition, as a compression bomb would); raise it for a topic whose batches "
+    "are larger."
 )
 def command(job: JobContext, dry_run: bool, rounds: int, split_above: int, max_batch_bytes: int) -> None:
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""

@@ -15,6 +15,7 @@ import click
 
 from jobs.context import ConfigSources, JobContext, topic_pattern
 from jobs.output import Output
+from kafka_log_core.format import compression
 
 LOG_DIR_HELP = "A Kafka log.dirs entry (repeatable)."
 
@@ -43,6 +44,19 @@ def topic_option() -> Callable:
         default=None,
         callback=check_topic_regex,
         help="Only topics matching this regex (full match).",
+    )
+
+
+def max_batch_bytes_option(consequence: str) -> Callable:
+    """``--max-decompressed-batch-bytes`` (compact and dump): what one batch's records may decompress to."""
+    return click.option(
+        compression.LIMIT_OPTION,
+        "max_batch_bytes",
+        type=click.IntRange(min=1),
+        default=compression.MAX_BATCH_BYTES,
+        show_default=True,
+        metavar="BYTES",
+        help=f"The most one batch's records may decompress to {consequence}",
     )
 
 
