@@ -13,7 +13,7 @@ import click
 
 from jobs import compact, export, options, package, report, retain
 from jobs.context import topic_pattern
-from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -77,8 +77,12 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
                 continue
             try:
                 found = offset_for_time(PartitionLog.open(log_dir, tp, state.for_partition(tp)), when)
-            except (KafkaLogError, OSError) as err:
+            except KafkaLogError as err:
                 click.echo(f"error: {err}", err=True)
+                failed += 1
+                continue
+            except OSError as err:
+                click.echo(f"error: {describe_os_error(err)}", err=True)
                 failed += 1
                 continue
             click.echo(f"{tp.topic}:{tp.partition}:{'' if found is None else found}")

@@ -81,8 +81,10 @@ def result_rows(
     given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
     rows = [dict(o.row, log_dir=given.get(o.task.log_dir, o.task.log_dir)) for o in outcomes]
     rows += [
-        dataclasses.asdict(row_type(u.log_dir, u.topic, u.partition, status=Status.FAILED, reason=u.reason))
-        for u in listing.failed
+        dataclasses.asdict(
+            row_type(u.log_dir, u.topic, u.partition, status=Status(u.status), reason=u.reason)
+        )
+        for u in listing.failed + listing.skipped
     ]
     shown = columns(row_type)
     rows = [{c: row[c] for c in shown} for row in rows]

@@ -42,6 +42,11 @@ def stat(path: StrPath) -> os.stat_result:
     return os.stat(path)
 
 
+def readlink(path: StrPath) -> str:
+    """Where a symlink points."""
+    return os.readlink(path)
+
+
 def listdir(path: StrPath) -> list[str]:
     """The names in a directory."""
     return os.listdir(path)

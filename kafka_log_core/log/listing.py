@@ -20,17 +20,18 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka_log_core import storage
-from kafka_log_core.errors import KafkaLogError, ReadOnlyLogDirError, UsageError
+from kafka_log_core.errors import KafkaLogError, ReadOnlyLogDirError, UsageError, describe_os_error
 from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from kafka_log_core.format.filenames import (
     TopicPartition,
     list_partition_dirs,
     parse_partition_dir,
     parse_segment_file,
+    scan_partition_dirs,
 )
 from kafka_log_core.log import locks
 from kafka_log_core.log.log_dir import LogDirState, PartitionCheckpoints
@@ -66,21 +67,26 @@ def log_dir_partitions(path: Path, *, alone: bool = False) -> tuple[Path, list[T
 
 @dataclass(frozen=True, slots=True)
 class Unlisted:
-    """A log dir (``partition`` -1) or a partition a job cannot work on, and why in one line."""
+    """A log dir (``partition`` -1) or a partition a job does not work on, and why in one line: ``failed``
+    (it cannot), or ``skipped`` (an alias of a directory worked on under another name, a name Kafka would
+    not create)."""
 
     log_dir: str
     reason: str
     topic: str = ""
     partition: int = -1
+    status: str = "failed"
 
 
 @dataclass(frozen=True)
 class Listing:
-    """A job's partitions: the tasks, what could not be listed or written, and notes for the user."""
+    """A job's partitions: the tasks, what could not be listed or written, what is not worked on (and
+    why), and notes for the user."""
 
     tasks: list[PartitionTask]
     failed: list[Unlisted]
     notes: list[str]
+    skipped: list[Unlisted] = field(default_factory=list)
 
 
 def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writing: bool) -> Listing:
@@ -95,19 +101,42 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
     empty: list[str] = []  # why a log dir holds no partition directory
     missed: list[str] = []  # why the pattern selects nothing in a log dir
     refused: list[str] = []  # log dirs a writing job cannot write
+    skipped: list[Unlisted] = []  # aliases and names Kafka would not create
+    seen_dirs: dict[tuple[int, int], str] = {}  # log dirs by identity: one given twice is listed once
+    seen: dict[tuple[int, int], Path] = {}  # partition directories by identity, over every log dir
+
+    def wanted(topic: str) -> bool:
+        return pattern is None or bool(pattern.fullmatch(topic))
+
     for log_dir in log_dirs:
         d = Path(log_dir)
         if not storage.is_dir(d):
             raise UsageError(f"--log-dir {log_dir}: not a directory")
-        try:
-            _, partitions = log_dir_partitions(d)
-        except OSError as err:
-            failed.append(Unlisted(log_dir, f"cannot list {log_dir}: {err}"))
+        st = storage.stat(d)
+        if (st.st_dev, st.st_ino) in seen_dirs:
+            notes.append(f"--log-dir {log_dir} is the same directory as --log-dir {seen_dirs[st.st_dev, st.st_ino]}: "
+                         "listed once")  # fmt: skip
             continue
+        seen_dirs[st.st_dev, st.st_ino] = log_dir
+        try:
+            scanned = scan_partition_dirs(d)
+        except OSError as err:
+            failed.append(Unlisted(log_dir, f"cannot list {log_dir}: {describe_os_error(err)}"))
+            continue
+        partitions = []
+        for tp, path in scanned.found:
+            first = seen.setdefault(scanned.identities[tp], path)
+            if first == path:
+                partitions.append(tp)
+            elif wanted(tp.topic):
+                reason = f"{path}: the same directory as {first}: an alias, skipped (worked on as {first})"
+                skipped.append(Unlisted(log_dir, reason, tp.topic, tp.partition, "skipped"))
+        skipped += [Unlisted(log_dir, s.reason, s.tp.topic, s.tp.partition, "skipped")
+                    for s in scanned.skipped if wanted(s.tp.topic)]  # fmt: skip
         if not partitions:
             empty.append(no_partitions_hint(d))
             continue
-        selected = [tp for tp in partitions if pattern is None or pattern.fullmatch(tp.topic)]
+        selected = [tp for tp in partitions if wanted(tp.topic)]
         if not selected:
             missed.append(no_topic_hint(pattern, d, [tp.topic for tp in partitions]))
             continue
@@ -126,17 +155,17 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
         try:
             state = LogDirState.read(d)
         except KafkaLogError as err:
-            msg = f"log-dir checkpoint unreadable (the broker would take this log dir offline): {err}"
+            msg = f"log-dir file unreadable (the broker would take this log dir offline): {err}"
             failed += [Unlisted(log_dir, msg, tp.topic, tp.partition) for tp in selected]
             continue
         absolute = os.path.abspath(log_dir)
         tasks += [PartitionTask(absolute, tp.topic, tp.partition, state.for_partition(tp)) for tp in selected]
-    if not tasks and not failed:
+    if not tasks and not failed and not skipped:
         raise UsageError("\n".join(empty + missed))
     if not tasks and len(refused) == len(failed):
         raise ReadOnlyLogDirError("\n".join(refused))
     # Among log dirs that have work: one without partitions is said; one without the topic is usual (JBOD).
-    return Listing(tasks, failed, notes + empty)
+    return Listing(tasks, failed, notes + empty, skipped)
 
 
 _SHOWN = 20  # topic names listed in a hint
