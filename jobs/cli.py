@@ -122,7 +122,7 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
     help="Largest batch read at an offset-index position.",
 )
 @click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
-@options.max_batch_bytes_option("(a larger batch is an error, as a compression bomb would be).")
+@options.max_batch_bytes_option
 def dump(
     files: tuple[str, ...],
     deep_iteration: bool,

@@ -82,10 +82,7 @@ def parse_rounds(ctx, param, value) -> int:
     help="Clean a partition whose cleanable section exceeds BYTES in one round over "
     "every key, cut into parallel tasks (0: always).",
 )
-@options.max_batch_bytes_option(
-    "(a larger batch fails its partition, as a compression bomb would); raise it for a topic whose batches "
-    "are larger."
-)
+@options.max_batch_bytes_option
 def command(job: JobContext, dry_run: bool, rounds: int, split_above: int, max_batch_bytes: int) -> None:
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
     listing = job.listing(writing=not dry_run)  # mistakes said before Spark starts

@@ -47,17 +47,17 @@ def topic_option() -> Callable:
     )
 
 
-def max_batch_bytes_option(consequence: str) -> Callable:
-    """``--max-decompressed-batch-bytes`` (compact and dump): what one batch's records may decompress to."""
-    return click.option(
-        compression.LIMIT_OPTION,
-        "max_batch_bytes",
-        type=click.IntRange(min=1),
-        default=compression.MAX_BATCH_BYTES,
-        show_default=True,
-        metavar="BYTES",
-        help=f"The most one batch's records may decompress to {consequence}",
-    )
+# compact and dump: the most one batch's records may decompress to (``compression.MAX_BATCH_BYTES``)
+max_batch_bytes_option = click.option(
+    compression.LIMIT_OPTION,
+    "max_batch_bytes",
+    type=click.IntRange(min=1),
+    default=compression.MAX_BATCH_BYTES,
+    show_default=True,
+    metavar="BYTES",
+    help="The most one batch's records may decompress to: a larger batch is refused as a compression bomb would "
+    "be (its partition fails, nothing changes); raise it for a topic whose batches are larger.",
+)
 
 
 # The groups: (option decorators, the context field each value goes to). -------------------------------

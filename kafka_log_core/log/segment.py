@@ -71,19 +71,19 @@ class Segment:
         return segment
 
     # ------------------------------------------------------------------ files
-    @property
+    @cached_property
     def log_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, LOG_SUFFIX)
 
-    @property
+    @cached_property
     def index_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, INDEX_SUFFIX)
 
-    @property
+    @cached_property
     def time_index_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, TIME_INDEX_SUFFIX)
 
-    @property
+    @cached_property
     def txn_index_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX)
 
