@@ -19,6 +19,9 @@ Sections (each measured in its own process by ``bench.probe``, so peak memory is
   plus the small ones alone (``bench.skew``).
 * ``split``: one big partition cleaned in split tasks against one task, and 10x the keys of the buffer in
   one split run against ``--rounds all`` (``bench.split``).
+* ``partitions``: what a partition with nothing to do costs: the jobs over 100 to 50,000 broker-like
+  partitions (1 % dirty) against their dirty ones alone, 4,000 with 100 dirty against the 100 alone, the
+  sample log dir's report against a bare Spark session (``bench.partitions``).
 * ``sweep``: the batch shapes users run: 1, 10, 100 and 1000 records per batch, uncompressed, lz4,
   zstd, snappy and gzip, and a ``__consumer_offsets``-like partition (many group keys, one record per
   batch, tombstones). Each is cleaned by ``compact_partition`` (its own process) and by Kafka's cleaner on
@@ -50,6 +53,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench import partitions as partitions_section
 from bench import skew
 from bench import split as split_section
 from bench.generate import GiB, Manifest, MiB, Workload, generate
@@ -596,6 +600,7 @@ def run(args: argparse.Namespace) -> int:
             ("kafka", lambda: run_kafka(report, plan, datasets[1], work / "run")),
             ("skew", lambda: skew.run_section(report, args.quick, work / "run")),
             ("split", lambda: split_section.run_section(report, args.quick, work / "run")),
+            ("partitions", lambda: partitions_section.run_section(report, args.quick, work / "run")),
             ("sweep", lambda: run_sweep(report, plan, work, skip)),
         ]
         for name, body in sections:
@@ -620,6 +625,7 @@ def run(args: argparse.Namespace) -> int:
     evaluate_targets(report)
     report.targets.append(skew.target(report))
     report.targets.append(split_section.target(report))
+    report.targets += partitions_section.targets(report)
     results = Path(args.results_dir) if args.results_dir else RESULTS
     results.mkdir(parents=True, exist_ok=True)
     stem = results / started.strftime("%Y%m%dT%H%M%SZ")
