@@ -144,16 +144,17 @@ def probe_scan(path: str, repeat: int) -> dict:
     """The scan every cleaner pass makes, compiled over the whole segment: framing, CRC32C, every record
     walked, every key hashed (``chunk_walk.walk_segment``); its parts one by one."""
     from kafka_log_core.format import log_file
+    from kafka_log_core.format.compression import MAX_BATCH_BYTES
     from kafka_log_core.kernels import chunk_walk, fields, header_scan, key_digest, statuses
     from kafka_log_core.rules.cleaner_segments import new_karea
 
     buf = fields.as_bytes(log_file.read_log(path))
     end = buf.shape[0]
     karea = new_karea()
-    chunk_walk.walk_segment(buf, 0, end, *karea)  # load the compiled kernels, map the pages
+    chunk_walk.walk_segment(buf, 0, end, *karea, MAX_BATCH_BYTES)  # load the compiled kernels, map the pages
     meter = Meter()
     times, (status, _, batches, records) = best_of(
-        repeat, lambda: chunk_walk.walk_segment(buf, 0, end, *karea)
+        repeat, lambda: chunk_walk.walk_segment(buf, 0, end, *karea, MAX_BATCH_BYTES)
     )
     mem = meter.result()
     if status != statuses.DONE:

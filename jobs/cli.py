@@ -12,6 +12,7 @@ import click
 
 from jobs import common, compact, export, package, report, retain
 from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.format import compression
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -129,6 +130,16 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
     help="Largest batch read at an offset-index position.",
 )
 @click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
+@click.option(
+    compression.LIMIT_OPTION,
+    "max_batch_bytes",
+    type=click.IntRange(min=1),
+    default=compression.MAX_BATCH_BYTES,
+    show_default=True,
+    metavar="BYTES",
+    help="The most one batch's records may decompress to (a larger batch is an error, as a compression bomb "
+    "would be).",
+)
 def dump(
     files: tuple[str, ...],
     deep_iteration: bool,
@@ -138,6 +149,7 @@ def dump(
     max_bytes: int,
     max_message_size: int,
     skip_record_metadata: bool,
+    max_batch_bytes: int,
 ) -> None:
     """Print segment files exactly as Kafka's kafka-dump-log does.
 
@@ -152,6 +164,7 @@ def dump(
         max_bytes=max_bytes,
         max_message_size=max_message_size,
         skip_record_metadata=skip_record_metadata,
+        max_batch_bytes=max_batch_bytes,
     )
     paths = [path for value in files for path in value.split(",") if path]
     if not paths:

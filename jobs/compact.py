@@ -14,6 +14,7 @@ import click
 
 from jobs import common
 from jobs.split import SparkSplitRunner
+from kafka_log_core.format import compression
 from kafka_log_core.work.rows import CompactRow
 from kafka_log_core.work.tasks import ALL_ROUNDS, SPLIT, compact_partition
 
@@ -79,9 +80,20 @@ def parse_rounds(ctx, param, value) -> int:
     help="Clean a partition whose cleanable section exceeds BYTES in one round over "
     "every key, cut into parallel tasks (0: always).",
 )
+@click.option(
+    compression.LIMIT_OPTION,
+    "max_batch_bytes",
+    type=click.IntRange(min=1),
+    default=compression.MAX_BATCH_BYTES,
+    show_default=True,
+    metavar="BYTES",
+    help="The most one batch's records may decompress to (a larger batch fails its partition, as a compression "
+    "bomb would); raise it for a topic whose batches are larger.",
+)
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
             assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover,
-            recover_truncating, output, report_path, master, verbose, dry_run, rounds, split_above):  # fmt: skip
+            recover_truncating, output, report_path, master, verbose, dry_run, rounds, split_above,
+            max_batch_bytes):  # fmt: skip
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
     listing = common.list_tasks(
         log_dirs, topic_regex, writing=not dry_run
@@ -93,6 +105,7 @@ def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, 
     opts = common.job_options(
         now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, recover=not no_recover,
         recover_truncating=recover_truncating, rounds=rounds, split_above=split_above,
+        max_batch_bytes=max_batch_bytes,
     )  # fmt: skip
     spark = common.spark_session(master, "kafka-log-jobs compact", verbose=verbose)
     rows = run(spark, log_dirs, topic_regex, configs, opts, listing)

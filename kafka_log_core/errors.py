@@ -92,5 +92,9 @@ class InsufficientSpaceError(RefusedError):
     """Not enough free space on the file system to write the cleaned copy."""
 
 
+class RecordTooLargeError(RefusedError):
+    """A record is larger than ``max.decompressed.message.bytes``: Kafka 4.4's cleaner fails on it."""
+
+
 class HighWatermarkMissingError(RefusedError):
     """--require-high-watermark was given and the partition has no replication-offset-checkpoint entry."""

@@ -16,7 +16,8 @@ Loaded as a pytest plugin by ``tests/conftest.py``. What it gives the tests:
 Main classes (Kafka 4.x): the broker is ``kafka.Kafka``; the storage formatter is still
 ``kafka.tools.StorageTool`` in core; the segment dumper moved out of core into the tools module as
 ``org.apache.kafka.tools.DumpLogSegments`` (artifact ``kafka-tools``), so ``kafka.tools.DumpLogSegments``
-no longer exists. ``kafka-configs`` is ``kafka.admin.ConfigCommand`` (core) in both lines.
+no longer exists. ``kafka-configs`` is ``kafka.admin.ConfigCommand`` (core) in 3.x and up to 4.3; 4.4 moved
+it to the tools module as ``org.apache.kafka.tools.ConfigCommand``.
 
 Two Kafka releases
 ------------------
@@ -90,7 +91,7 @@ class KafkaRelease:
     log4j2: bool  # log4j 2 (Kafka 4.x) or log4j 1 / reload4j (Kafka 3.x)
     broker_main: str = "kafka.Kafka"
     storage_tool_main: str = "kafka.tools.StorageTool"
-    config_command_main: str = "kafka.admin.ConfigCommand"
+    config_command_main: str = "kafka.admin.ConfigCommand"  # in core up to 4.3
 
     @property
     def version(self) -> str:
@@ -98,7 +99,10 @@ class KafkaRelease:
         return _pom_property("kafka.version", self.pom)
 
 
-KAFKA_4 = KafkaRelease(POM, LIB_DIR, "org.apache.kafka.tools.DumpLogSegments", True)
+KAFKA_4 = KafkaRelease(
+    POM, LIB_DIR, "org.apache.kafka.tools.DumpLogSegments", True,
+    config_command_main="org.apache.kafka.tools.ConfigCommand",
+)  # fmt: skip
 KAFKA_3 = KafkaRelease(
     BROKER_DIR / "pom-3.9.xml", BROKER_DIR / "target" / "lib-3.9", "kafka.tools.DumpLogSegments", False
 )
@@ -990,6 +994,11 @@ def segment_files(partition_dir: Path, suffix: str = ".log") -> list[Path]:
     return sorted(
         p for p in Path(partition_dir).iterdir() if p.name.endswith(suffix) and p.name[:20].isdigit()
     )
+
+
+def log_files(partition_dir: Path) -> dict[str, bytes]:
+    """Name -> bytes of each ``.log`` segment file of one partition directory."""
+    return {p.name: p.read_bytes() for p in segment_files(partition_dir)}
 
 
 # --------------------------------------------------------------------------------------------------

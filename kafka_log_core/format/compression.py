@@ -19,6 +19,11 @@ The codec applies to the whole record area of a v2 batch, or to the value of a l
 
 The frame code for LZ4 and snappy is ours because the libraries' own stream formats are not the
 ones Kafka writes (python-lz4 links blocks, python-snappy writes the official framing format).
+
+Decompression is bounded: :func:`decompress` never produces more than ``limit`` bytes (the caller's
+bound for one batch: ``MAX_BATCH_BYTES`` by default, see ``batch_limit``); each codec stops as soon as
+it would pass it (zlib and zstd by reading at most that much, snappy by the length each block declares
+before it is decoded, LZ4 block by block), so a compression bomb costs at most the limit and one block.
 """
 
 from __future__ import annotations
@@ -72,6 +77,18 @@ _LZ4_FLG = 0x60  # version 01, block independence, no block checksum, no content
 _LZ4_BD = 0x40  # block maximum size code 4 = 64 KiB
 _LZ4_BLOCK = 64 * 1024
 _LZ4_MAX_BLOCK = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+
+
+# The most one batch's record area (or a legacy wrapper's value) may decompress to, unless the job says
+# otherwise (``--max-decompressed-batch-bytes``). Kafka itself has no such limit (its readers decode one
+# record at a time); the cap is ours because we decompress whole batches. Real producers stay far below
+# it: a producer closes a batch when its *compressed* size reaches batch.size (16 KiB by default, rarely
+# above 1-2 MiB), so a batch holds batch.size times the compression ratio (2-10 for usual data, 50 for
+# very repetitive data), and one record is bounded by the producer's max.request.size (1 MiB by default).
+# librdkafka's consumers refuse more than receive.message.max.bytes (100 MB by default) decompressed.
+MAX_BATCH_BYTES = 64 * 1024 * 1024
+LIMIT_OPTION = "--max-decompressed-batch-bytes"
+_READ_CHUNK = 1024 * 1024  # zstd output read at a time while the limit is watched
 
 
 def codec_name(codec: int) -> str:
@@ -137,22 +154,22 @@ def compress(codec: int, data: bytes | memoryview, magic: int = 2) -> bytes:
     raise CompressionError(f"unknown compression codec id {codec} (expected 0-4)")
 
 
-def decompress(codec: int, data: bytes | memoryview, magic: int = 2) -> bytes:
-    """Decompress to the end of the stream. Errors carry no file; callers re-anchor them with ``.at``."""
+def decompress(codec: int, data: bytes | memoryview, magic: int = 2, limit: int = MAX_BATCH_BYTES) -> bytes:
+    """Decompress to the end of the stream, at most ``limit`` bytes (more raises ``CompressionError``).
+    Errors carry no file; callers re-anchor them with ``.at``."""
     try:
         if codec == NONE:
             return bytes(data)
         if codec == GZIP:
-            return _gzip_decompress(bytes(data))
+            return _gzip_decompress(bytes(data), limit)
         if codec == SNAPPY:
-            return _snappy_decompress(bytes(data))
+            return _snappy_decompress(bytes(data), limit)
         if codec == LZ4:
-            return _lz4_decompress(bytes(data), magic)
+            return _lz4_decompress(bytes(data), magic, limit)
         if codec == ZSTD:
             if magic < 2:
                 raise CompressionError("zstd compression found in a v0/v1 message (forbidden)")
-            reader = _zstd_decompressor().stream_reader(data, read_across_frames=True)
-            return reader.read()
+            return _zstd_decompress(data, limit)
     except CompressionError:
         raise
     except (zlib.error, zstandard.ZstdError, cramjam.DecompressionError, lz4.block.LZ4BlockError) as err:
@@ -160,6 +177,14 @@ def decompress(codec: int, data: bytes | memoryview, magic: int = 2) -> bytes:
     except (ValueError, struct.error, IndexError) as err:
         raise CompressionError(f"cannot decompress {codec_name(codec)} data: {err}") from err
     raise CompressionError(f"unknown compression codec id {codec} (expected 0-4)")
+
+
+def over_limit(codec: int, limit: int) -> CompressionError:
+    """The error of a record area that decompresses to more than ``limit`` bytes."""
+    return CompressionError(
+        f"{codec_name(codec)} data decompresses to more than {limit} bytes, the most one batch may hold "
+        f"({LIMIT_OPTION} raises it)"
+    )
 
 
 _LOCAL = threading.local()
@@ -181,11 +206,26 @@ def _zstd_compressor() -> zstandard.ZstdCompressor:
     return cctx
 
 
-def _gzip_decompress(data: bytes) -> bytes:
-    out = []
+def _zstd_decompress(data: bytes | memoryview, limit: int) -> bytes:
+    reader = _zstd_decompressor().stream_reader(data, read_across_frames=True)
+    out, total = [], 0
+    while chunk := reader.read(min(_READ_CHUNK, limit - total + 1)):
+        total += len(chunk)
+        if total > limit:
+            raise over_limit(ZSTD, limit)
+        out.append(chunk)
+    return b"".join(out)
+
+
+def _gzip_decompress(data: bytes, limit: int) -> bytes:
+    out, total = [], 0
     while data:
         d = zlib.decompressobj(31)
-        out.append(d.decompress(data))
+        chunk = d.decompress(data, limit - total + 1)  # never 0 (which would mean no limit)
+        total += len(chunk)
+        if total > limit:
+            raise over_limit(GZIP, limit)
+        out.append(chunk)
         if not d.eof:
             raise CompressionError("truncated gzip stream")
         data = d.unused_data
@@ -201,10 +241,25 @@ def _snappy_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_block(block: bytes, total: int, limit: int) -> bytes:
+    """One raw snappy block, refused before it is decoded when the length it declares passes the limit."""
+    declared, shift = 0, 0
+    for i, byte in enumerate(block[:5]):
+        declared |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            break
+        if i == 4:
+            raise CompressionError("snappy block length is not a varint32")
+    if total + declared > limit:
+        raise over_limit(SNAPPY, limit)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(data: bytes, limit: int) -> bytes:
     if not data.startswith(_SNAPPY_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    pos, out = len(_SNAPPY_HEADER), []
+        return _snappy_block(data, 0, limit)
+    pos, out, total = len(_SNAPPY_HEADER), [], 0
     if len(data) < pos:
         raise CompressionError("truncated xerial snappy header")
     while pos < len(data):
@@ -214,7 +269,8 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise CompressionError(f"xerial snappy chunk of {n} bytes at byte {pos - 4} overruns the stream")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + n])))
+        out.append(_snappy_block(data[pos : pos + n], total, limit))
+        total += len(out[-1])
         pos += n
     return b"".join(out)
 
@@ -246,7 +302,7 @@ def _lz4_frame_header(magic: int) -> bytes:
     return _LZ4_MAGIC + descriptor + bytes([hc])
 
 
-def _lz4_decompress(data: bytes, magic: int) -> bytes:
+def _lz4_decompress(data: bytes, magic: int, limit: int) -> bytes:
     if len(data) < 7 or data[:4] != _LZ4_MAGIC:
         raise CompressionError("LZ4 frame does not start with magic 04 22 4D 18")
     flg, bd = data[4], data[5]
@@ -268,7 +324,7 @@ def _lz4_decompress(data: bytes, magic: int) -> bytes:
         if data[pos] != hc:
             raise CompressionError(f"LZ4 frame header checksum 0x{data[pos]:02x}, expected 0x{hc:02x}")
     pos += 1
-    out = []
+    out, total = [], 0
     while True:
         if pos + 4 > len(data):
             raise CompressionError(f"LZ4 frame truncated before the end mark (byte {pos})")
@@ -291,6 +347,9 @@ def _lz4_decompress(data: bytes, magic: int) -> bytes:
                 raise CompressionError(f"LZ4 block checksum mismatch at byte {pos}")
             pos += 4
         out.append(block if stored else lz4.block.decompress(block, uncompressed_size=max_block))
+        total += len(out[-1])
+        if total > limit:
+            raise over_limit(LZ4, limit)
     if content_checksum and pos + 4 > len(data):
         raise CompressionError("LZ4 content checksum truncated")
     return b"".join(out)

@@ -134,13 +134,19 @@ def _read_sized(
     return bytes(buf[p : p + n]), p + n
 
 
-def inner_records(wrapper: LegacyRecord) -> list[LegacyRecord]:
-    """The records a shallow entry stands for: itself, or the inner messages of a compressed wrapper."""
+def inner_records(
+    wrapper: LegacyRecord, max_batch_bytes: int = compression.MAX_BATCH_BYTES
+) -> list[LegacyRecord]:
+    """The records a shallow entry stands for: itself, or the inner messages of a compressed wrapper (its
+    value decompressed to at most ``max_batch_bytes``)."""
     if wrapper.compression == compression.NONE:
         return [wrapper]
     if wrapper.value is None:
         raise CorruptRecordError(f"compressed legacy wrapper at offset {wrapper.offset} has a null value")
-    data = compression.decompress(wrapper.compression, wrapper.value, wrapper.magic)
+    try:
+        data = compression.decompress(wrapper.compression, wrapper.value, wrapper.magic, max_batch_bytes)
+    except CorruptRecordError as err:  # at the wrapper entry's position
+        raise CorruptRecordError(f"legacy wrapper at offset {wrapper.offset}: {err.detail}", None, 0) from err
     inner: list[LegacyRecord] = []
     pos = 0
     while pos < len(data):

@@ -19,6 +19,7 @@ from pathlib import Path
 from kafka_log_core import fsutil
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError
 from kafka_log_core.format import compression, legacy_records, record_batch
+from kafka_log_core.format.compression import MAX_BATCH_BYTES
 from kafka_log_core.format.legacy_records import LegacyRecord
 from kafka_log_core.format.record_batch import BatchHeader, Record
 
@@ -108,12 +109,13 @@ class FileBatch:
         except CorruptRecordError as err:
             raise err.at(self.path, self.position) from err
 
-    def records(self) -> list[Record] | list[LegacyRecord]:
-        """Decode the records (decompressing if needed). Offsets and timestamps are absolute."""
+    def records(self, max_batch_bytes: int = MAX_BATCH_BYTES) -> list[Record] | list[LegacyRecord]:
+        """Decode the records (decompressing if needed, to at most ``max_batch_bytes``). Offsets and
+        timestamps are absolute."""
         try:
             if isinstance(self.header, BatchHeader):
-                return record_batch.decode_records(self.header, self.data)
-            return legacy_records.inner_records(self.header)
+                return record_batch.decode_records(self.header, self.data, max_batch_bytes)
+            return legacy_records.inner_records(self.header, max_batch_bytes)
         except CorruptRecordError as err:
             raise err.at(self.path, self.position) from err
 

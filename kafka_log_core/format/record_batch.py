@@ -34,6 +34,7 @@ from enum import IntEnum
 
 import crc32c
 
+from kafka_log_core.constants import MAX_INT
 from kafka_log_core.errors import CorruptRecordError
 from kafka_log_core.format import compression
 from kafka_log_core.format.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
@@ -59,6 +60,12 @@ HEADER_SIZE = HEADER.size  # 61
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21  # CRC covers [21, end)
 PARTITION_LEADER_EPOCH_OFFSET = 12
+# The smallest v2 record: a one-byte length and six one-byte fields (attributes, timestamp delta, offset
+# delta, key length -1, value length -1, header count 0). A batch's record count is checked against the
+# bytes that hold its records with it before anything is sized by the count.
+MIN_RECORD_BYTES = 7
+# The largest: a record's length is a varint of at most 5 bytes, its body a Java int.
+MAX_RECORD_BYTES = 5 + MAX_INT
 
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -253,20 +260,51 @@ def verify_crc(header: BatchHeader, batch: bytes | memoryview, pos: int = 0) -> 
         )
 
 
-def records_area(header: BatchHeader, batch: bytes | memoryview) -> bytes | memoryview:
-    """The uncompressed record area of one batch (``batch`` = the batch's bytes, starting at base_offset)."""
+def area_limit(records_count: int, max_batch_bytes: int) -> int:
+    """The most the record area of a batch of ``records_count`` records may decompress to: what that
+    many records can hold at most (``MAX_RECORD_BYTES`` each), and never more than ``max_batch_bytes``."""
+    return min(max_batch_bytes, max(records_count, 0) * MAX_RECORD_BYTES)
+
+
+def check_records_count(header: BatchHeader, area_bytes: int, compressed: bool) -> None:
+    """A record count the bytes holding the records cannot hold (``MIN_RECORD_BYTES`` each) is refused
+    before anything is sized by it. ``area_bytes``: the record area's size, or for a compressed batch
+    not yet decompressed the most it may decompress to. The error is at the batch's position (0)."""
+    if header.records_count * MIN_RECORD_BYTES > area_bytes:
+        holds = f"may decompress to at most {area_bytes} bytes" if compressed else f"holds {area_bytes} bytes"
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} claims {header.records_count} records, which take at least "
+            f"{MIN_RECORD_BYTES} bytes each; its record area {holds}",
+            None,
+            0,
+        )
+
+
+def records_area(
+    header: BatchHeader, batch: bytes | memoryview, max_batch_bytes: int = compression.MAX_BATCH_BYTES
+) -> bytes | memoryview:
+    """The uncompressed record area of one batch (``batch`` = the batch's bytes, starting at base_offset),
+    its record count checked against it; a compressed area decompresses to at most
+    ``area_limit(records_count, max_batch_bytes)`` bytes. Errors are at the batch's position (0)."""
     body = memoryview(batch)[HEADER_SIZE : header.size_in_bytes]
     if header.compression == compression.NONE:
+        check_records_count(header, len(body), compressed=False)
         return body
-    return compression.decompress(header.compression, body, MAGIC)
-
-
-def decode_records(header: BatchHeader, batch: bytes | memoryview) -> list[Record]:
-    """Decode every record of one v2 batch; errors are positioned relative to the batch start."""
+    limit = area_limit(header.records_count, max_batch_bytes)
+    check_records_count(header, limit, compressed=True)
     try:
-        area = records_area(header, batch)
+        area = compression.decompress(header.compression, body, MAGIC, limit)
     except CorruptRecordError as err:
-        raise err.at(None, HEADER_SIZE) from err
+        raise CorruptRecordError(f"batch at offset {header.base_offset}: {err.detail}", None, 0) from err
+    check_records_count(header, len(area), compressed=False)
+    return area
+
+
+def decode_records(
+    header: BatchHeader, batch: bytes | memoryview, max_batch_bytes: int = compression.MAX_BATCH_BYTES
+) -> list[Record]:
+    """Decode every record of one v2 batch; errors are positioned relative to the batch start."""
+    area = records_area(header, batch, max_batch_bytes)
     compressed = header.compression != compression.NONE
     return list(_iter_records(header, area, HEADER_SIZE if not compressed else None))
 

@@ -24,6 +24,8 @@ from kafka_log_core.format.record_batch import (
     CONTROL_MASK,
     CRC_OFFSET,
     HEADER_SIZE,
+    MAX_RECORD_BYTES,
+    MIN_RECORD_BYTES,
 )
 from kafka_log_core.kernels.batch_header import BASE_OFFSET_AT, RECORDS_COUNT_AT, framing
 from kafka_log_core.kernels.codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, lz4_frame
@@ -34,6 +36,7 @@ from kafka_log_core.kernels.header_scan import UNREADABLE_CONTROL
 from kafka_log_core.kernels.key_digest import DIGEST_HI, DIGEST_LO, hash_rows
 from kafka_log_core.kernels.offset_map import map_slot
 from kafka_log_core.kernels.record_walk import (
+    ERR_RECORD_COUNT,
     OK,
     R_KEY_LEN,
     R_KEY_POS,
@@ -68,6 +71,7 @@ CHUNK_WALK_FAILED = 103
 # decompressed area holds them (-1: the segment's own bytes).
 B_POS, B_FIRST, B_WALKED, B_AREA = range(4)
 AREA_SEGMENT, AREA_KERNEL = -1, -2  # B_AREA: the segment's own bytes, karea; >= 0: a Python-decompressed one
+NOT_DECOMPRESSED = 100  # CHUNK_STATE.error of a batch Python could not decompress (not a record_walk.ERR_*)
 NONE_CODEC, LZ4_CODEC = int(CompressionType.NONE), int(CompressionType.LZ4)
 # BatchRetention as plain ints for the compiled pass
 BATCH_COLUMNS = 4
@@ -103,17 +107,20 @@ def new_chunk(records, batches):
 @njit(cache=True)
 def walk_chunk(
     buf, pos, end, rec, dig, bat, check_crc, hash_from, hash_upto, areas, bounds, area_next, store, sst, karea_w,
-    karea_r,
+    karea_r, max_batch_bytes,
 ):  # fmt: skip
     """Phase A: walk the records of consecutive v2 batches from ``pos`` into the chunk and hash their
     keys. The first ``bounds.shape[0] - area_next`` batches are compressed ones Python decompressed:
     their records are ``areas[bounds[i, 0]:bounds[i, 1]]`` (a failed decompression: -1). Returns
     (outcome, stop_pos, batches, records, err, err_pos); ``outcome`` says why the chunk ends at
     ``stop_pos`` (a STOP_*/ERR_* status or _CHUNK_*). A batch whose records do not walk is the chunk's
-    last, marked unwalked (phase B decides whether that matters)."""
+    last, marked unwalked (phase B decides whether that matters); so is one whose record count its record
+    area cannot hold: the chunk is sized by a count only once the bytes holding the records are known.
+    An lz4 batch decompresses here to at most ``area_limit(count, max_batch_bytes)`` bytes."""
     nb = 0
     nr = 0
     kused = 0  # bytes of ``karea`` holding this chunk's lz4 batches, decompressed here
+    kend = np.int64(0)
     outcome = CHUNK_DONE
     err = np.int64(0)
     err_pos = np.int64(0)
@@ -127,47 +134,58 @@ def walk_chunk(
         if magic != 2:
             outcome = STOP_LEGACY
             break
-        count = read_i32(buf, pos + RECORDS_COUNT_AT)
-        if nb == n_batches or nr + count > n_records:
-            outcome = CHUNK_GROW if nb == 0 else CHUNK_FULL
+        if nb == n_batches:
+            outcome = CHUNK_FULL
             break
         if check_crc and crc32c(buf, pos + ATTRIBUTES_OFFSET, total - ATTRIBUTES_OFFSET) != read_u32(
             buf, pos + CRC_OFFSET
         ):
             outcome = ERR_CRC
             break
+        count = read_i32(buf, pos + RECORDS_COUNT_AT)
         attributes = np.int64(buf[pos + ATTRIBUTES_OFFSET + 1])
-        base = read_i64(buf, pos + BASE_OFFSET_AT)
-        control = (attributes & CONTROL_MASK) != 0
         codec = attributes & CODEC_MASK
-        if codec and area_next < bounds.shape[0]:  # decompressed by Python
-            a0 = bounds[area_next, 0]
-            bat[nb, B_AREA] = area_next
-            area_next += 1
-            if a0 >= 0:
-                err, err_pos = walk_into(areas, a0, bounds[area_next - 1, 1], count, base, rec, nr, control,
-                                          hash_from, hash_upto, SOURCE_AREAS)  # fmt: skip
-            else:
-                err = 1  # not decompressed: Python raises the codec's error if the records are needed
+        # where the batch's records are, and the bytes that hold them
+        if codec and area_next < bounds.shape[0]:  # decompressed by Python (-1: it failed)
+            source = SOURCE_AREAS
+            a0, a1 = bounds[area_next, 0], bounds[area_next, 1]
         elif codec == LZ4_CODEC:  # decompressed here, into karea
-            found, kend = lz4_frame(buf, pos + HEADER_SIZE, pos + total, karea_w, kused)
+            found, kend = lz4_frame(buf, pos + HEADER_SIZE, pos + total, karea_w, kused,
+                                    min(max_batch_bytes, max(count, 0) * MAX_RECORD_BYTES))  # fmt: skip
             if found == LZ4_NEEDS_ROOM:
                 outcome = CHUNK_FULL if nb else STOP_AREA_ROOM
                 break
             if found != LZ4_OK:
                 outcome = STOP_COMPRESSED  # not a frame the kernel takes: Python's codec library decides
                 break
-            bat[nb, B_AREA] = AREA_KERNEL
-            err, err_pos = walk_into(karea_r, kused, kend, count, base, rec, nr, control, hash_from, hash_upto,
-                                      SOURCE_KAREA)  # fmt: skip
-            kused = kend
+            source = SOURCE_KAREA
+            a0, a1 = kused, kend
         elif codec:
             outcome = STOP_COMPRESSED  # Python decompresses the run of compressed batches from here
             break
         else:
+            source = SOURCE_BUF
+            a0, a1 = pos + HEADER_SIZE, pos + total
+        fits = a0 >= 0 and count * MIN_RECORD_BYTES <= a1 - a0
+        if fits and nr + count > n_records:
+            outcome = CHUNK_GROW if nb == 0 else CHUNK_FULL
+            break
+        if source == SOURCE_AREAS:
+            bat[nb, B_AREA] = area_next
+            area_next += 1
+        elif source == SOURCE_KAREA:
+            bat[nb, B_AREA] = AREA_KERNEL
+            kused = kend
+        else:
             bat[nb, B_AREA] = AREA_SEGMENT
-            err, err_pos = walk_into(buf, pos + HEADER_SIZE, pos + total, count, base, rec, nr, control, hash_from,
-                                      hash_upto, SOURCE_BUF)  # fmt: skip
+        if a0 < 0:
+            err = NOT_DECOMPRESSED  # Python raises the codec's error if the records are needed
+        elif not fits:
+            err, err_pos = ERR_RECORD_COUNT, a0
+        else:
+            area = areas if source == SOURCE_AREAS else (karea_r if source == SOURCE_KAREA else buf)
+            err, err_pos = walk_into(area, a0, a1, count, read_i64(buf, pos + BASE_OFFSET_AT), rec, nr,
+                                     (attributes & CONTROL_MASK) != 0, hash_from, hash_upto, source)  # fmt: skip
         bat[nb, B_POS] = pos
         bat[nb, B_FIRST] = nr
         bat[nb, B_WALKED] = err == OK
@@ -228,7 +246,7 @@ def prefetch_slots(slots, rec, dig, nr):
 
 
 @njit(cache=True)
-def walk_segment(buf, pos, end, karea_w, karea_r):
+def walk_segment(buf, pos, end, karea_w, karea_r, max_batch_bytes):
     """The scan every pass makes, on its own: framing, CRC32C, every record walked and every key hashed,
     from ``pos``. Returns (status, position, batches, records); stops like the passes (STOP_LEGACY,
     STOP_COMPRESSED, ERR_*). For measuring and for readers that only need the counts."""
@@ -240,7 +258,23 @@ def walk_segment(buf, pos, end, karea_w, karea_r):
     sst = np.zeros(1, dtype=STORE_STATE)  # STORE_NONE
     while True:
         outcome, stop, nb, nr, err, err_pos, _ = walk_chunk(
-            buf, pos, end, rec, dig, bat, True, -1, MAX_LONG, buf[:0], bounds, 0, store, sst, karea_w, karea_r
+            buf,
+            pos,
+            end,
+            rec,
+            dig,
+            bat,
+            True,
+            -1,
+            MAX_LONG,
+            buf[:0],
+            bounds,
+            0,
+            store,
+            sst,
+            karea_w,
+            karea_r,
+            max_batch_bytes,
         )
         if outcome == CHUNK_GROW:
             rec, dig, bat = new_chunk(

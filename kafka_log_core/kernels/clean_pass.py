@@ -88,7 +88,7 @@ CLEAN_STATE = np.dtype(
         ("area_next", np.int64),
         ("now_ms", np.int64),
         ("delete_retention_ms", np.int64),
-        ("upper_bound", np.int64),  # first uncleanable offset: the batch ending just below it is kept
+        ("upper_bound", np.int64),  # rule R2.2: the batch ending just below it is kept (-1: no such rule)
         ("latest_offset", np.int64),  # L from pass 1: records above it are kept untouched
         ("last_offset", np.int64),  # last offset of the batch at ``position`` (STOP_TXN)
         ("out_used", np.int64),  # bytes in the output buffer
@@ -108,6 +108,11 @@ CLEAN_STATE = np.dtype(
         # ascending offsets that are their key's latest; split cleaning), no digest computed; 0: the map
         ("keep_list", np.int64),
         ("keep_next", np.int64),  # cursor into the keep list
+        (
+            "max_batch_bytes",
+            np.int64,
+        ),  # the most one batch's records may decompress to (compression.MAX_BATCH_BYTES)
+        ("out_needed", np.int64),  # STOP_OUTPUT: the room the batch may take in the output buffer
     ]
 )
 # One row per batch written to the output buffer: what the offset and time indexes are built from.
@@ -212,10 +217,13 @@ def _clean_batch(
     if h.last_offset >= tstate[0].next_aborted_first:
         s.last_offset = h.last_offset
         return STOP_TXN
-    if (
-        out.shape[0] - s.out_used < h.size + REBUILD_GROWTH_PER_RECORD * h.count
-        or s.out_batches >= outb.shape[0]
-    ):
+    # room for the batch as it is, or rebuilt in place (an uncompressed one whose records walked: their
+    # count is checked; a compressed one is rebuilt in ``scratch``)
+    need = h.size
+    if walked and not h.attributes & CODEC_MASK:
+        need += REBUILD_GROWTH_PER_RECORD * h.count
+    if out.shape[0] - s.out_used < need or s.out_batches >= outb.shape[0]:
+        s.out_needed = need
         return STOP_OUTPUT
     if (
         h.attributes & CODEC_MASK and walked and h.count > 0
@@ -403,7 +411,7 @@ def clean(
         if not (c.next < c.batches and bat[c.next, B_POS] == st[0].position):
             outcome, stop, nb, nr, err, err_pos, next_area = walk_chunk(
                 buf, st[0].position, end, rec, dig, bat, False, -1, hash_upto, areas, bounds,
-                st[0].area_next, store, sst, karea_w, karea_r,
+                st[0].area_next, store, sst, karea_w, karea_r, st[0].max_batch_bytes,
             )  # fmt: skip
             if outcome == CHUNK_GROW:
                 c.records_needed = max(2 * rec.shape[0], read_i32(buf, st[0].position + RECORDS_COUNT_AT))

@@ -117,8 +117,9 @@ def _lz4_block(src, ip, iend, dst, op, oend):
 
 
 @njit(cache=True)
-def lz4_frame(src, pos, end, dst, op):
-    """Decode the LZ4 frame ``src[pos:end]`` into ``dst`` from ``op``. Returns (LZ4_*, output end)."""
+def lz4_frame(src, pos, end, dst, op, limit):
+    """Decode the LZ4 frame ``src[pos:end]`` into ``dst`` from ``op``, at most ``limit`` bytes (more:
+    LZ4_NOT_MINE, and the readable reader refuses it). Returns (LZ4_*, output end)."""
     if end - pos < 7:
         return LZ4_NOT_MINE, op
     for i in range(4):
@@ -134,6 +135,7 @@ def lz4_frame(src, pos, end, dst, op):
     max_block = _MAX_BLOCK[code]
     ip = pos + 7
     oend = dst.shape[0]
+    limit_end = op + limit
     while True:
         if ip + 4 > end:
             return LZ4_NOT_MINE, op
@@ -145,13 +147,18 @@ def lz4_frame(src, pos, end, dst, op):
         size &= 0x7FFFFFFF
         if size > max_block or ip + size > end:
             return LZ4_NOT_MINE, op
-        if op + max_block > oend:
+        if (
+            op + max_block > oend and oend < limit_end
+        ):  # room for the largest block, unless the limit is nearer
             return LZ4_NEEDS_ROOM, op
+        block_end = min(op + max_block, limit_end, oend)
         if stored:
+            if op + size > block_end:
+                return LZ4_NOT_MINE, op
             copy_bytes(dst, op, src, ip, size)
             op += size
         else:
-            op = _lz4_block(src, ip, ip + size, dst, op, op + max_block)
+            op = _lz4_block(src, ip, ip + size, dst, op, block_end)
             if op < 0:
                 return LZ4_NOT_MINE, op
         ip += size

@@ -57,6 +57,10 @@ MAP_STATE = np.dtype(
         # 1: nothing goes into the map, the caller's digest store (STORE_FILL) takes every keyed record
         # instead (split cleaning, a segment without transactions: the keys are deduplicated afterwards)
         ("rows_only", np.int64),
+        (
+            "max_batch_bytes",
+            np.int64,
+        ),  # the most one batch's records may decompress to (compression.MAX_BATCH_BYTES)
     ]
 )
 
@@ -116,7 +120,7 @@ def build_map(
         if not (c.next < c.batches and bat[c.next, B_POS] == st[0].position):
             outcome, stop, nb, nr, err, err_pos, next_area = walk_chunk(
                 buf, st[0].position, end, rec, dig, bat, True, st[0].start_offset, MAX_LONG, areas, bounds,
-                st[0].area_next, store, sst, karea_w, karea_r,
+                st[0].area_next, store, sst, karea_w, karea_r, st[0].max_batch_bytes,
             )  # fmt: skip
             if outcome == CHUNK_GROW:
                 c.records_needed = max(2 * rec.shape[0], read_i32(buf, st[0].position + RECORDS_COUNT_AT))

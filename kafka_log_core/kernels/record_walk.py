@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from kafka_log_core.constants import MAX_LONG, MIN_LONG
+from kafka_log_core.format.record_batch import MIN_RECORD_BYTES
 
 # Error codes returned by the record walk (0 = ok).
 OK = 0
@@ -24,6 +25,7 @@ ERR_RECORD_LENGTH = 2
 ERR_FIELD_OVERRUN = 3
 ERR_HEADER_COUNT = 4
 ERR_LEFTOVER = 5
+ERR_RECORD_COUNT = 6
 ERR_NULL_HEADER_KEY = 8
 
 ERROR_TEXT = {
@@ -33,6 +35,7 @@ ERROR_TEXT = {
     ERR_HEADER_COUNT: "invalid header count",
     ERR_LEFTOVER: "record length does not match its fields, or bytes are left over after the last record",
     ERR_NULL_HEADER_KEY: "null header key",
+    ERR_RECORD_COUNT: f"more records claimed than the record area can hold ({MIN_RECORD_BYTES} bytes each at least)",
 }
 
 
@@ -171,7 +174,10 @@ def walk_into(area, start, end, count, base_offset, rec, r0, control, hash_from,
 @njit(cache=True)
 def walk_records(area, start, end, count, base_offset):
     """Walk ``count`` v2 records in ``area[start:end]`` (uncompressed) into a record table of their own,
-    every keyed record marked WANT_HASH. Returns (err, err_pos, table)."""
+    every keyed record marked WANT_HASH. Returns (err, err_pos, table). A count the area cannot hold is
+    ERR_RECORD_COUNT, before a row is allocated."""
+    if count * MIN_RECORD_BYTES > end - start:
+        return ERR_RECORD_COUNT, start, np.zeros((0, RECORD_COLUMNS), dtype=np.int64)
     table = np.zeros((count, RECORD_COLUMNS), dtype=np.int64)
     err, err_pos = walk_into(
         area, start, end, count, base_offset, table, 0, False, MIN_LONG, MAX_LONG, SOURCE_BUF

@@ -45,19 +45,20 @@ def _empty_table() -> RecordTable:
     return RecordTable(z, z, np.zeros(0, dtype=bool), u, u, z)
 
 
-def record_table(batch: FileBatch) -> RecordTable:
-    """Walk and hash the records of ``batch``; corrupt records raise with the file and position."""
+def record_table(batch: FileBatch, max_batch_bytes: int = compression.MAX_BATCH_BYTES) -> RecordTable:
+    """Walk and hash the records of ``batch`` (decompressed to at most ``max_batch_bytes``); corrupt
+    records raise with the file and position."""
     header = batch.header
     if not isinstance(header, BatchHeader):
-        return _legacy_table(batch)
+        return _legacy_table(batch, max_batch_bytes)
     if header.records_count == 0:
         return _empty_table()
     compressed = header.compression != compression.NONE
+    try:  # decompressed within the limit, the record count checked against the bytes that hold them
+        raw = record_batch.records_area(header, batch.data, max_batch_bytes)
+    except CorruptRecordError as err:
+        raise err.at(batch.path, batch.position) from err
     if compressed:
-        try:
-            raw = record_batch.records_area(header, batch.data)
-        except CorruptRecordError as err:
-            raise err.at(batch.path, batch.position + record_batch.HEADER_SIZE) from err
         area = np.frombuffer(raw, dtype=np.uint8)
         start = 0
     else:
@@ -88,8 +89,8 @@ def record_table(batch: FileBatch) -> RecordTable:
     )
 
 
-def _legacy_table(batch: FileBatch) -> RecordTable:
-    records = batch.records()
+def _legacy_table(batch: FileBatch, max_batch_bytes: int) -> RecordTable:
+    records = batch.records(max_batch_bytes)
     n = len(records)
     key_len = np.array([-1 if r.key is None else len(r.key) for r in records], dtype=np.int64)
     keys = b"".join(r.key or b"" for r in records)

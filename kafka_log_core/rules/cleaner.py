@@ -27,6 +27,7 @@ import numpy as np
 
 from kafka_log_core import fsutil
 from kafka_log_core.constants import MAX_INT, MAX_LONG
+from kafka_log_core.format import compression, record_batch
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
     DELETED_MARKER,
@@ -38,6 +39,7 @@ from kafka_log_core.kernels import clean_pass, digest_store, map_pass, statuses
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
+from kafka_log_core.rules import record_size_limit
 from kafka_log_core.rules.cleaner_segments import (
     NO_STORE,
     CleanedSegment,
@@ -50,7 +52,7 @@ from kafka_log_core.rules.cleaner_segments import (
 from kafka_log_core.rules.producer_state import ProducerTable, build_producer_table
 from kafka_log_core.rules.txn_tracker import TransactionTracker
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
-from kafka_log_core.settings.kafka_version import keeps_last_batch_of_round
+from kafka_log_core.settings.kafka_version import kept_batch_end
 
 
 # ============================================================================================ planning
@@ -156,16 +158,13 @@ class MapResult:
     duplicates: int  # keyed dirty records superseded by a later one in the same section
 
 
-MIN_RECORD_BYTES = 7  # a v2 record with no key, value or header: seven one-byte varints and fields
-
-
 def keyed_bound(log: PartitionLog, start: int, end: int) -> int:
     """An upper bound of the records in [start, end) that costs no read: offsets strictly increase, so
-    at most ``end - start`` records; and none is smaller than MIN_RECORD_BYTES, so at most the bytes of
+    at most ``end - start`` records; and none is smaller than ``record_batch.MIN_RECORD_BYTES``, so at most the bytes of
     the segments holding the range divided by that. The dirty section is dense (nothing cleaned it
     yet), so the first bound is usually the number of records itself."""
     size = sum(s.size for s in log.segments_in(start, end))
-    return max(0, min(end - start, size // MIN_RECORD_BYTES))
+    return max(0, min(end - start, size // record_batch.MIN_RECORD_BYTES))
 
 
 DIGEST_STORE_BYTES = 64 * 1024 * 1024  # key digests kept from pass 1 for pass 2 (24 bytes per record)
@@ -174,7 +173,7 @@ _STORE_ROW_BYTES = 24
 
 def build_offset_map(
     log: PartitionLog, start: int, end: int, offset_map: OffsetMap, verified: set[int] | None = None,
-    digests: dict[int, np.ndarray] | None = None,
+    digests: dict[int, np.ndarray] | None = None, max_batch_bytes: int = compression.MAX_BATCH_BYTES,
 ) -> MapResult:  # fmt: skip
     """Pass 1 over the dirty section [start, end), one compiled call per segment. ``verified`` collects
     the base offsets of the segments whose every batch had its CRC checked on the way; ``digests`` the
@@ -188,7 +187,7 @@ def build_offset_map(
     tracker.add_aborted(log.collect_aborted_transactions(start, end))
     st = statuses.new_state(
         map_pass.MAP_STATE, start_offset=start, latest_offset=offset_map.latest_offset, keys=offset_map.size,
-        capacity=offset_map.capacity,
+        capacity=offset_map.capacity, max_batch_bytes=max_batch_bytes,
     )  # fmt: skip
     full = False
     for i, segment in enumerate(dirty):
@@ -320,9 +319,11 @@ class CleanResult:
 def clean_log(
     log: PartitionLog, plan: CleanPlan, cfg: LogConfig, broker: BrokerConfig, now_ms: int,
     producers: ProducerTable | None = None, offset_map: OffsetMap | None = None,
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES,
 ) -> CleanResult:  # fmt: skip
     """Run one cleaning round (both passes and the swaps). Returns the new checkpoint offset; the
-    caller writes ``cleaner-offset-checkpoint`` (it is shared by all partitions of the log dir)."""
+    caller writes ``cleaner-offset-checkpoint`` (it is shared by all partitions of the log dir).
+    ``max_batch_bytes``: the most one batch's records may decompress to."""
     started = time.monotonic()
     if producers is None:
         producers = build_producer_table(log, now_ms, broker.producer_id_expiration_ms)
@@ -335,7 +336,7 @@ def clean_log(
         )
     verified: set[int] = set()
     digests: dict[int, np.ndarray] = {}
-    result = build_offset_map(log, first_dirty, upper, offset_map, verified, digests)
+    result = build_offset_map(log, first_dirty, upper, offset_map, verified, digests, max_batch_bytes)
     end_offset = max(result.end_offset, first_dirty)  # an empty dirty section leaves the checkpoint
     # legacyDeleteHorizonMs: mtime of the last clean segment minus delete.retention.ms
     clean_segments = [s for s in log.segments if s.base_offset < first_dirty]
@@ -347,13 +348,14 @@ def clean_log(
             if seg.base_offset not in verified:
                 verify_segment(seg)
                 seg.drop_cache()
+    record_size_limit.check_round(log.segments_in(log.log_start_offset, upper), cfg, broker)
     active = producer_array(producers.active(now_ms, broker.producer_id_expiration_ms))
     tracker = TransactionTracker(record_events=True)
-    # Rule R2.2 (keep the round's last batch, as an empty batch if need be) exists only in some releases.
-    upper_bound = upper if keeps_last_batch_of_round(broker.kafka_version) else -1
+    # Rule R2.2 (keep the batch ending there, as an empty batch if need be) differs between releases.
+    upper_bound = kept_batch_end(broker.kafka_version, upper, log.high_watermark)
     st = statuses.new_state(
         clean_pass.CLEAN_STATE, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms, upper_bound=upper_bound,
-        latest_offset=offset_map.latest_offset,
+        latest_offset=offset_map.latest_offset, max_batch_bytes=max_batch_bytes,
     )  # fmt: skip
     for group in groups:
         out = CleanedSegment(log.directory, group[0].base_offset, cfg)

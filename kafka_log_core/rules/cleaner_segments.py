@@ -239,10 +239,6 @@ def _i32_at(buf: np.ndarray, position: int) -> int:
     return int.from_bytes(buf[position : position + 4].tobytes(), "big", signed=True)
 
 
-def _batch_size(buf: np.ndarray, position: int) -> int:
-    return record_batch.LOG_OVERHEAD + _i32_at(buf, position + batch_header.BATCH_LENGTH_AT)
-
-
 def _entry(segment: Segment, position: int) -> FileBatch:
     """The batch at ``position``, through the readable reader (strict: a truncated batch raises)."""
     for batch in log_file.iter_batches(segment.read(), segment.log_path, position, strict=True):
@@ -250,19 +246,21 @@ def _entry(segment: Segment, position: int) -> FileBatch:
     raise CorruptRecordError("no batch where one was expected", segment.log_path, position)
 
 
-def raise_corrupt(segment: Segment, position: int, status: int) -> None:
+def raise_corrupt(
+    segment: Segment, position: int, status: int, max_batch_bytes: int = compression.MAX_BATCH_BYTES
+) -> None:
     """A kernel found corrupt data at ``position``: the readable code raises the precise error."""
     batch = _entry(segment, position)
     batch.verify()
     if status == statuses.ERR_CONTROL or (status == statuses.ERR_RECORD and batch.is_control):
         try:
-            record_batch.decode_control_record(cast(record_batch.Record, batch.records()[0]))
+            record_batch.decode_control_record(cast(record_batch.Record, batch.records(max_batch_bytes)[0]))
         except CorruptRecordError as err:
             if err.path is None:
                 raise CorruptRecordError(err.detail, segment.log_path, position) from err
             raise
     if status == statuses.ERR_RECORD:
-        scan.record_table(batch)
+        scan.record_table(batch, max_batch_bytes)
     raise CorruptRecordError(
         f"{statuses.STATUS_NAMES.get(status, status)} in batch at offset {batch.last_offset}",
         segment.log_path,
@@ -273,19 +271,23 @@ def raise_corrupt(segment: Segment, position: int, status: int) -> None:
 class Run:
     """The records of a run of consecutive compressed batches, decompressed with the codec libraries:
     one buffer, and per batch its (start, end) in it, (-1, -1) where decompression failed (the kernel
-    asks for that error only if it needs the records: an aborted batch is dropped unread)."""
+    asks for that error only if it needs the records: an aborted batch is dropped unread). Each batch
+    decompresses to at most its ``area_limit``; the run ends after the batch that takes it past
+    RUN_BYTES, so what it holds is bounded by RUN_BYTES plus one batch."""
 
     LIMIT = 1024  # batches per run
+    RUN_BYTES = 32 * 1024 * 1024
 
-    def __init__(self, buf: np.ndarray, position: int) -> None:
+    def __init__(self, buf: np.ndarray, position: int, max_batch_bytes: int) -> None:
         _, positions, sizes, codecs = chunk_walk.compressed_run(buf, position, buf.shape[0], self.LIMIT)
         view = buf.data
         header = record_batch.HEADER_SIZE
         parts, starts, ends = [], [], []
         at = 0
         for p, size, codec in zip(positions.tolist(), sizes.tolist(), codecs.tolist(), strict=True):
+            limit = record_batch.area_limit(_i32_at(buf, p + batch_header.RECORDS_COUNT_AT), max_batch_bytes)
             try:
-                raw = compression.decompress(codec, view[p + header : p + size], record_batch.MAGIC)
+                raw = compression.decompress(codec, view[p + header : p + size], record_batch.MAGIC, limit)
             except KafkaLogError:
                 starts.append(-1)
                 ends.append(-1)
@@ -294,6 +296,8 @@ class Run:
             starts.append(at)
             at += len(raw)
             ends.append(at)
+            if at >= self.RUN_BYTES:
+                break
         self.areas = fields.as_bytes(b"".join(parts))
         self.bounds = np.ascontiguousarray(np.array([starts, ends], dtype=np.int64).reshape(2, -1).T)
 
@@ -308,8 +312,10 @@ def new_karea(size: int = 0) -> tuple[np.ndarray, np.ndarray]:
 KAREA_BYTES = 8 * 1024 * 1024
 
 
-def larger_karea(karea: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    return new_karea(2 * karea[0].shape[0] + codec_kernels.LZ4_MAX_BLOCK)
+def larger_karea(karea: tuple[np.ndarray, np.ndarray], max_batch_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Room for one more lz4 batch: twice as much, never more than one batch may take (its limit and a
+    block)."""
+    return new_karea(min(2 * karea[0].shape[0], max_batch_bytes) + codec_kernels.LZ4_MAX_BLOCK)
 
 
 class Chunk:
@@ -388,11 +394,11 @@ def map_segment(
         elif status == statuses.STOP_TXN_TABLE:
             tracker.grow()
         elif status == statuses.STOP_AREA_ROOM:
-            karea = larger_karea(karea)
+            karea = larger_karea(karea, int(st["max_batch_bytes"][0]))
         elif status == statuses.STOP_CHUNK_ROOM:
             chunk.grow()
         elif status == statuses.STOP_COMPRESSED:
-            run = Run(buf, position)
+            run = Run(buf, position, int(st["max_batch_bytes"][0]))
             areas, bounds = run.areas, run.bounds
             st["area_next"] = 0
         elif status == statuses.STOP_LEGACY:
@@ -405,7 +411,7 @@ def map_segment(
                 return True
             st["position"] = position + size
         else:
-            raise_corrupt(segment, position, status)
+            raise_corrupt(segment, position, status, int(st["max_batch_bytes"][0]))
 
 
 def _map_legacy(
@@ -414,7 +420,7 @@ def _map_legacy(
     batch = _entry(segment, position)
     batch.verify()
     tracker.consume_up_to(batch.last_offset)  # legacy entries are never transactional
-    table = scan.record_table(batch)
+    table = scan.record_table(batch, int(st["max_batch_bytes"][0]))
     row = st[0]
     start = int(row["start_offset"])
     mask = table.has_key & (table.offsets >= start)
@@ -468,26 +474,20 @@ def clean_segment(
                 out.flush(st, buf, scratch)
             return
         if status == statuses.STOP_OUTPUT:
-            count = max(_i32_at(buf, position + batch_header.RECORDS_COUNT_AT), 0)
-            needed = (
-                _batch_size(buf, position)
-                + clean_pass.REBUILD_GROWTH_PER_RECORD * count
-                + record_batch.HEADER_SIZE
-            )
-            out.make_room(st, needed, buf, scratch)
+            out.make_room(st, int(st["out_needed"][0]), buf, scratch)
         elif status == statuses.STOP_TXN:
             tracker.consume_up_to(int(st["last_offset"][0]))
         elif status == statuses.STOP_TXN_TABLE:
             tracker.grow()
         elif status == statuses.STOP_AREA_ROOM:
-            karea = larger_karea(karea)
+            karea = larger_karea(karea, int(st["max_batch_bytes"][0]))
         elif status == statuses.STOP_CHUNK_ROOM:
             chunk.grow()
         elif status == statuses.STOP_SCRATCH:
             out.flush(st, buf, scratch)  # the holes' records are in the old one
             scratch = np.empty(max(2 * int(st["scratch_needed"][0]), SCRATCH_BYTES), dtype=np.uint8)
         elif status == statuses.STOP_COMPRESSED:
-            run = Run(buf, position)
+            run = Run(buf, position, int(st["max_batch_bytes"][0]))
             areas, bounds = run.areas, run.bounds
             st["area_next"] = 0
         elif status == statuses.STOP_LEGACY:
@@ -500,7 +500,7 @@ def clean_segment(
             size = _clean_legacy(segment, position, out, slots, tracker, st, retain_legacy_deletes)
             st["position"] = position + size
         else:
-            raise_corrupt(segment, position, status)
+            raise_corrupt(segment, position, status, int(st["max_batch_bytes"][0]))
 
 
 def _clean_legacy(
@@ -512,10 +512,10 @@ def _clean_legacy(
     batch = _entry(segment, position)
     tracker.consume_up_to(batch.last_offset)
     row = st[0]
-    # no producer: only the round's last batch is kept empty (rule R2.2)
+    # no producer: only the batch ending at rule R2.2's bound is kept empty
     last_of_round = batch.next_offset == int(row["upper_bound"])
     retention = BatchRetention.RETAIN_EMPTY if last_of_round else BatchRetention.DELETE_EMPTY
-    table = scan.record_table(batch)
+    table = scan.record_table(batch, int(row["max_batch_bytes"]))
     keep, kept, tombs, kept_tombs = clean_pass.decide_keep(
         table.offsets, table.key_len, table.value_null, table.hash_hi, table.hash_lo, slots,
         int(row["latest_offset"]), retain_legacy_deletes, clean_pass.KEEP_BY_RULES,

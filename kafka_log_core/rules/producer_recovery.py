@@ -8,7 +8,7 @@ some, loads the newest readable one, replays batch headers and writes new snapsh
 steps leave are what a broker restarted afterwards reads, so this module follows the same steps on a
 model of the directory (:class:`SnapshotFiles`) and only the caller writes the result.
 
-The manager's rules (:class:`ProducerStateManagerModel`), as in Kafka 3.6 to 4.3:
+The manager's rules (:class:`ProducerStateManagerModel`), as in Kafka 3.6 to 4.4:
 
 * it knows the snapshot files listed when it was created (plus the ones it writes);
 * ``truncate_and_reload(log_start, end)`` deletes the snapshots above ``end`` or at/below

@@ -1,7 +1,7 @@
 """A partition directory brought to the state the broker's log loader leaves it in (``LogLoader.load``),
 including the recovery after an unclean shutdown -- planned first, applied as a separate step.
 
-When recovery happens (Kafka 3.6 to 4.3; spec cleaner-and-retention §9, corrected where Kafka differs):
+When recovery happens (Kafka 3.6 to 4.4; spec cleaner-and-retention §9, corrected where Kafka differs):
 
 * any shutdown: a segment whose ``.index`` is missing, or whose ``.txnindex`` has an entry below the
   segment's base offset, is recovered when the loader opens it (segments in order). Its truncation,

@@ -43,7 +43,7 @@ from numba import njit
 
 from kafka_log_core import fsutil
 from kafka_log_core.errors import KafkaLogError
-from kafka_log_core.format import record_batch
+from kafka_log_core.format import compression, record_batch
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
     INDEX_SUFFIX,
@@ -67,6 +67,7 @@ from kafka_log_core.kernels.digest_rows import ROW_WORDS, ArrayPool, combine, la
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
+from kafka_log_core.rules import record_size_limit
 from kafka_log_core.rules.cleaner import CleanPlan, CleanResult, CleanStats, group_segments, swap_in
 from kafka_log_core.rules.cleaner_segments import (
     CleanedSegment,
@@ -77,7 +78,7 @@ from kafka_log_core.rules.cleaner_segments import (
 from kafka_log_core.rules.producer_state import ProducerTable
 from kafka_log_core.rules.txn_tracker import TransactionTracker
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
-from kafka_log_core.settings.kafka_version import keeps_last_batch_of_round
+from kafka_log_core.settings.kafka_version import kept_batch_end
 
 BUCKET_BYTES = 256 * 1024 * 1024  # segment bytes per digest bucket (one combine task each), at most
 MAX_FIRST_MAP_KEYS = 1 << 22  # a pass-1 map starts at the segment's offset span, at most this, and doubles
@@ -126,12 +127,13 @@ class SplitPlan:
     cfg: LogConfig
     now_ms: int
     end_offset: int  # the new cleaner checkpoint: the first uncleanable offset
-    upper_bound: int  # rule R2.2's bound (-1 where the release lacks it)
+    upper_bound: int  # rule R2.2's bound (kafka_version.kept_batch_end; -1 where the release lacks it)
     legacy_horizon: int
     producers: np.ndarray  # clean_pass.PRODUCER rows
     segments: tuple[SegmentJob, ...]
     groups: tuple[GroupJob, ...]
     bucket_bits: int  # the digest buckets: ranges of the top bits of digest hi (``kernels.digest_rows``)
+    max_batch_bytes: int  # the most one batch's records may decompress to
 
     @property
     def latest_offset(self) -> int:
@@ -152,13 +154,15 @@ class GroupOutput:
 # ============================================================================================ pre-pass
 def plan_split(
     log: PartitionLog, plan: CleanPlan, cfg: LogConfig, broker: BrokerConfig, now_ms: int, producers: ProducerTable,
-    bucket_bits: int | None = None,
+    bucket_bits: int | None = None, max_batch_bytes: int = compression.MAX_BATCH_BYTES,
 ) -> SplitPlan:  # fmt: skip
-    """The sequential facts of the round, from batch headers and the indexes (no record is read)."""
+    """The sequential facts of the round, from batch headers and the indexes (no record is read, unless a
+    lowered max.decompressed.message.bytes needs checking: ``record_size_limit``)."""
     first_dirty, upper = plan.first_dirty_offset, plan.first_uncleanable_offset
     if first_dirty >= upper:
         raise NotSplittable(f"{log.directory}: no dirty section to clean")
     to_clean = [s for s in log.segments if s.base_offset < upper]
+    record_size_limit.check_round(to_clean, cfg, broker)
     groups = group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, upper)
     dirty = {s.base_offset for s in log.segments_in(first_dirty, upper)}
 
@@ -205,9 +209,9 @@ def plan_split(
         bucket_bits = max(1, math.ceil(math.log2(max(1, sum(s.size for s in to_clean)) / BUCKET_BYTES)))
     return SplitPlan(
         str(log.directory), plan, cfg, now_ms, upper,
-        upper if keeps_last_batch_of_round(broker.kafka_version) else -1,
+        kept_batch_end(broker.kafka_version, upper, log.high_watermark),
         legacy_horizon, producer_array(producers.active(now_ms, broker.producer_id_expiration_ms)),
-        tuple(seg_jobs), tuple(group_jobs), bucket_bits,
+        tuple(seg_jobs), tuple(group_jobs), bucket_bits, max_batch_bytes,
     )  # fmt: skip
 
 
@@ -293,18 +297,24 @@ def segment_pass1(sp: SplitPlan, job: SegmentJob) -> Pass1Output:
     try:
         maps, map_bounds = EMPTY_ENTRIES, np.zeros(sp.buckets + 1, dtype=np.int64)
         if not job.full_scan and job.tracker is not None:
-            keyed = _all_keyed(segment, job, sp.plan.first_dirty_offset)
+            keyed = _all_keyed(segment, job, sp.plan.first_dirty_offset, sp.max_batch_bytes)
             maps, map_bounds = latest_per_digest(
                 keyed, bits, always=False, into=POOL.take("pass1-maps", keyed.shape)
             )
             return Pass1Output(maps, map_bounds)
         if job.tracker is not None:
-            table = _scan(segment, job.position, sp.plan.first_dirty_offset, copy.deepcopy(job.tracker))
+            table = _scan(
+                segment,
+                job.position,
+                sp.plan.first_dirty_offset,
+                copy.deepcopy(job.tracker),
+                sp.max_batch_bytes,
+            )
             maps, map_bounds = latest_per_digest(table_rows(table), bits, always=False)
         if not job.full_scan:
             return Pass1Output(maps, map_bounds)
         # every keyed record (no aborted list: a superset of what pass 2 looks up)
-        every = table_rows(_scan(segment, 0, -1, TransactionTracker()))
+        every = table_rows(_scan(segment, 0, -1, TransactionTracker(), sp.max_batch_bytes))
         lookups, lookup_bounds = latest_per_digest(
             every, bits, always=False, into=POOL.take("pass1-lookups", every.shape)
         )
@@ -313,7 +323,7 @@ def segment_pass1(sp: SplitPlan, job: SegmentJob) -> Pass1Output:
         segment.drop_cache()
 
 
-def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int) -> np.ndarray:
+def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int, max_batch_bytes: int) -> np.ndarray:
     """Rows (digest hi, lo, offset) of every keyed record of a segment without transactions or legacy
     entries: pass 1 with no map (a map over the whole segment misses the cache on nearly every record;
     :func:`latest_per_digest` then works range by range of digests, in cache)."""
@@ -322,7 +332,13 @@ def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int) -> np.ndarr
         POOL.take("pass1-store", (rows, ROW_WORDS)),
         statuses.new_state(digest_store.STORE_STATE, mode=digest_store.STORE_FILL, valid=True),
     )
-    st = statuses.new_state(map_pass.MAP_STATE, start_offset=start_offset, latest_offset=-1, rows_only=1)
+    st = statuses.new_state(
+        map_pass.MAP_STATE,
+        start_offset=start_offset,
+        latest_offset=-1,
+        rows_only=1,
+        max_batch_bytes=max_batch_bytes,
+    )
     assert job.tracker is not None
     map_segment(segment, job.position, _NO_TABLE, copy.deepcopy(job.tracker), st, store)
     used = int(store[1]["used"][0])
@@ -334,12 +350,19 @@ def _all_keyed(segment: Segment, job: SegmentJob, start_offset: int) -> np.ndarr
 _NO_TABLE = np.zeros((1, offset_map.SLOT_WORDS), dtype=np.uint64)
 
 
-def _scan(segment: Segment, position: int, start_offset: int, tracker: TransactionTracker) -> np.ndarray:
+def _scan(
+    segment: Segment, position: int, start_offset: int, tracker: TransactionTracker, max_batch_bytes: int
+) -> np.ndarray:
     """The segment's map (a compiled hash table) from ``position``."""
     keys = max(16, min(segment.read_next_offset - segment.base_offset, MAX_FIRST_MAP_KEYS))  # >= its records
     table = _table(keys)
     st = statuses.new_state(
-        map_pass.MAP_STATE, start_offset=start_offset, latest_offset=-1, keys=0, capacity=keys
+        map_pass.MAP_STATE,
+        start_offset=start_offset,
+        latest_offset=-1,
+        keys=0,
+        capacity=keys,
+        max_batch_bytes=max_batch_bytes,
     )
     while map_segment(segment, position, table, tracker, st):  # full: twice as large, and go on
         keys *= 2
@@ -371,7 +394,7 @@ def clean_group(sp: SplitPlan, job: GroupJob, parts: list[np.ndarray]) -> GroupO
     tracker = copy.deepcopy(job.tracker)  # a broadcast value: a retried task starts from it again
     st = statuses.new_state(
         clean_pass.CLEAN_STATE, now_ms=sp.now_ms, delete_retention_ms=sp.cfg.delete_retention_ms,
-        upper_bound=sp.upper_bound, latest_offset=sp.latest_offset,
+        upper_bound=sp.upper_bound, latest_offset=sp.latest_offset, max_batch_bytes=sp.max_batch_bytes,
     )  # fmt: skip
     out = CleanedSegment(directory, group[0].base_offset, sp.cfg)
     out.start(st)
@@ -578,12 +601,12 @@ def group_entries(parts: list[np.ndarray]) -> np.ndarray:
 
 def clean_log_split(
     log: PartitionLog, plan: CleanPlan, cfg: LogConfig, broker: BrokerConfig, now_ms: int, producers: ProducerTable,
-    runner: Runner = run_local,
+    runner: Runner = run_local, max_batch_bytes: int = compression.MAX_BATCH_BYTES,
 ) -> CleanResult:  # fmt: skip
     """One round over every key, cut in pieces run by ``runner``; same result as ``cleaner.clean_log``
     with a map large enough for every key. The caller writes the cleaner checkpoint."""
     started = time.monotonic()
-    sp = plan_split(log, plan, cfg, broker, now_ms, producers)
+    sp = plan_split(log, plan, cfg, broker, now_ms, producers, max_batch_bytes=max_batch_bytes)
     scratch = scratch_dir(sp)
     remove_scratch(log.directory)
     scratch.mkdir()

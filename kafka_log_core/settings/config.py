@@ -1,7 +1,7 @@
 """Kafka's log, cleaner and retention settings: names, types, defaults, validators and layering.
 
 Kafka is the contract: the same names, defaults, validators and precedence, for the Kafka release whose
-rules apply to the log dir (``kafka_version``: 3.6 to 4.3; what differs between them is listed there).
+rules apply to the log dir (``kafka_version``: 3.6 to 4.4; what differs between them is listed there).
 Everything is parsed and checked once, by ``load_config``, so a job fails before it touches a partition.
 The result is a frozen, picklable ``ConfigSet`` that the driver ships to the executors.
 
@@ -49,6 +49,8 @@ Names (the rule for what is read, ignored or refused):
   Kafka topic settings the jobs do not need (``IGNORED_TOPIC_NAMES``) are ignored, except that
   ``remote.storage.enable=true`` is refused: tiered-storage topics need the remote copy state.
 * ``--set``: only names the jobs use; anything else is a ConfigError.
+* A name that the release of the log dir does not have yet (``kafka_version.SETTINGS_SINCE``:
+  ``max.decompressed.message.bytes`` before 4.4, ...) is treated as any name that release does not know.
 * The metadata log: Kafka accepted what is there, so names the jobs do not use are ignored; a value
   the jobs cannot accept (or a tiered-storage topic) makes that topic's rows fail, not the job.
 
@@ -130,7 +132,7 @@ class OneOf:
 
 @dataclass(frozen=True, slots=True)
 class SubsetOf:
-    """A list whose every element is one of ``values``; the empty list is admitted (3.6 to 4.3 alike)."""
+    """A list whose every element is one of ``values``; the empty list is admitted (3.6 to 4.4 alike)."""
 
     values: tuple[str, ...]
 
@@ -178,6 +180,8 @@ TOPIC_KEYS = _keys(
     ConfigKey("min.cleanable.dirty.ratio", "double", 0.5, Range(0, 1)),
     ConfigKey("file.delete.delay.ms", "long", 60_000, Range(0)),
     ConfigKey("max.message.bytes", "int", 1 * MiB + 12, Range(0)),  # 1 MiB + the 12-byte log overhead
+    # from 4.4: the largest record body of a compressed batch the cleaner reads (MAX_INT - 8: no limit)
+    ConfigKey("max.decompressed.message.bytes", "int", MAX_INT - 8, Range(1, MAX_INT - 8)),
     ConfigKey("preallocate", "boolean", False),
     ConfigKey("message.timestamp.type", "string", "CreateTime", OneOf(TIMESTAMP_TYPES)),
     ConfigKey("compression.type", "string", "producer", OneOf(COMPRESSION_TYPES)),
@@ -199,6 +203,7 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
     "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
     "max.message.bytes": ("message.max.bytes",),
+    "max.decompressed.message.bytes": ("max.decompressed.message.bytes",),
     "preallocate": ("log.preallocate",),
     "message.timestamp.type": ("log.message.timestamp.type",),
     "compression.type": ("compression.type",),
@@ -234,7 +239,7 @@ BROKER_ONLY_KEYS = _keys(
 INTERNAL_SEGMENT_BYTES = ConfigKey("internal.segment.bytes", "int", None)
 
 # The broker settings Kafka lets one change at runtime (DynamicBrokerConfig.AllDynamicConfigs, the same
-# in 3.6 to 4.3): the only ones the metadata log's dynamic broker configs can set.
+# in 3.6 to 4.4): the only ones the metadata log's dynamic broker configs can set.
 _STATIC_ONLY = frozenset({
     "log.roll.hours", "log.roll.jitter.hours", "log.retention.minutes", "log.retention.hours",
     "log.cleaner.enable", "log.retention.check.interval.ms", "offsets.topic.segment.bytes",
@@ -256,16 +261,18 @@ DYNAMIC_BROKER_NAMES = frozenset(BROKER_KEYS) - _STATIC_ONLY
 
 def topic_key(name: str, version: KafkaVersion) -> ConfigKey | None:
     """The topic-level setting ``name`` with the validator of ``version`` (None: not a topic setting there)."""
+    if not kv.has_setting(name, version):
+        return None
     if name == "segment.bytes":
         return replace(TOPIC_KEYS[name], validator=Range(kv.topic_segment_bytes_min(version)))
     if name == INTERNAL_SEGMENT_BYTES.name:
-        return INTERNAL_SEGMENT_BYTES if kv.has_internal_segment_bytes(version) else None
+        return INTERNAL_SEGMENT_BYTES
     return TOPIC_KEYS.get(name)
 
 
 def broker_key(name: str, version: KafkaVersion) -> ConfigKey | None:
-    """The broker-level setting ``name`` with the validator of ``version``."""
-    key = BROKER_KEYS.get(name)
+    """The broker-level setting ``name`` with the validator of ``version`` (None: not one the jobs read there)."""
+    key = BROKER_KEYS.get(name) if kv.has_setting(name, version) else None
     if name == "log.segment.bytes" and key is not None:
         return replace(key, validator=Range(kv.broker_segment_bytes_min(version)))
     return key
@@ -278,6 +285,7 @@ IGNORED_BROKER_NAMES = frozenset({
     "log.flush.offset.checkpoint.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
     "log.cleaner.io.max.bytes.per.second", "log.local.retention.ms", "log.local.retention.bytes",
     "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+    "log.remote.copy.lag.ms", "log.remote.copy.lag.bytes",  # 4.4
     # broker settings with the same name as a topic setting
     "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
     "min.insync.replicas", "unclean.leader.election.enable",
@@ -292,6 +300,7 @@ IGNORED_TOPIC_NAMES = frozenset({
     "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
     "remote.storage.enable", "local.retention.ms", "local.retention.bytes",
     "remote.log.copy.disable", "remote.log.delete.on.disable",
+    "remote.copy.lag.ms", "remote.copy.lag.bytes", "errors.deadletterqueue.group.enable",  # 4.4
     # removed in 4.0, still found in older topic descriptions
     "message.format.version", "message.timestamp.difference.max.ms", "message.downconversion.enable",
 })  # fmt: skip
@@ -452,6 +461,7 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")
     file_delete_delay_ms: int = _default("file.delete.delay.ms")
     max_message_bytes: int = _default("max.message.bytes")
+    max_decompressed_message_bytes: int = _default("max.decompressed.message.bytes")
     preallocate: bool = _default("preallocate")
     message_timestamp_type: str = _default("message.timestamp.type")
     compression_type: str = _default("compression.type")
@@ -519,6 +529,7 @@ class BrokerConfig:
     log_cleaner_min_cleanable_ratio: float = _default("min.cleanable.dirty.ratio")
     log_segment_delete_delay_ms: int = _default("file.delete.delay.ms")
     message_max_bytes: int = _default("max.message.bytes")
+    max_decompressed_message_bytes: int = _default("max.decompressed.message.bytes")
     log_preallocate: bool = _default("preallocate")
     log_message_timestamp_type: str = _default("message.timestamp.type")
     compression_type: str = _default("compression.type")
@@ -764,11 +775,12 @@ class _Loader:
 
     def broker_entry(self, name: str, raw: str, source: str) -> None:
         key = broker_key(name, self.version)
+        known = kv.has_setting(name, self.version)
         if key is not None:
             self.broker[name] = (parse_value(key, raw, source), source)
-        elif name in IGNORED_BROKER_NAMES:
+        elif name in IGNORED_BROKER_NAMES and known:
             self.ignored.append(f"{name} ({source})")
-        elif name in TOPIC_KEYS or name in IGNORED_TOPIC_NAMES:
+        elif (name in TOPIC_KEYS or name in IGNORED_TOPIC_NAMES) and known:
             synonym = BROKER_SYNONYMS.get(name, ("",))[0]
             raise ConfigError(
                 f"{name}={raw!r} from {source}: a topic-level name in a broker file"
@@ -796,23 +808,16 @@ class _Loader:
             self.topics.setdefault(topic, {})[name] = (parse_value(key, raw, source), source)
         elif name == "remote.storage.enable" and parse_value(ConfigKey(name, "boolean", False), raw, source):
             raise ConfigError(f"{name}={raw!r} from {source}: tiered-storage topics are not supported")
-        elif name in IGNORED_TOPIC_NAMES:
+        elif name in IGNORED_TOPIC_NAMES and kv.has_setting(name, self.version):
             self.ignored.append(f"{name} ({source})")
-        elif name in BROKER_KEYS or name in IGNORED_BROKER_NAMES:
+        elif (name in BROKER_KEYS or name in IGNORED_BROKER_NAMES) and kv.has_setting(name, self.version):
             topic_name = _topic_level_name_of(name)
             raise ConfigError(
                 f"{name}={raw!r} from {source}: a broker-level name in a topic override"
                 + (f"; the topic-level name is {topic_name}" if topic_name else "")
             )
         else:
-            candidates = [
-                *TOPIC_KEYS,
-                *(
-                    [INTERNAL_SEGMENT_BYTES.name]
-                    if topic_key(INTERNAL_SEGMENT_BYTES.name, self.version)
-                    else []
-                ),
-            ]
+            candidates = [n for n in (*TOPIC_KEYS, INTERNAL_SEGMENT_BYTES.name) if topic_key(n, self.version)]
             raise _unknown(name, raw, source, f"not a Kafka {self.version} topic config", candidates)
 
     def metadata_topic_entry(self, topic: str, name: str, raw: str) -> None:
@@ -838,7 +843,9 @@ class _Loader:
         if name == INTERNAL_SEGMENT_BYTES.name:
             topic_level = None  # per topic only, as in Kafka (no broker-level synonym)
         if key is None and topic_level is None:
-            known = name in IGNORED_BROKER_NAMES or name in IGNORED_TOPIC_NAMES
+            known = (name in IGNORED_BROKER_NAMES or name in IGNORED_TOPIC_NAMES) and kv.has_setting(
+                name, self.version
+            )
             what = "not used by kafka-log-jobs" if known else f"not a Kafka {self.version} log setting"
             raise _unknown(name, raw, source, what, [*BROKER_KEYS, *TOPIC_KEYS])
         if key is not None:

@@ -104,6 +104,11 @@ def decide_version(
         if release is None:
             release = kv.LATEST if level > max(kv.METADATA_VERSIONS) else kv.OLDEST_COVERED
             name += f", a level kafka-log-jobs does not know: Kafka {release}'s rules are used"
+        elif release.minor_release > kv.LATEST.minor_release:  # the testing level of the newest release
+            release = kv.LATEST
+            name += (
+                f", a testing level of Kafka {release} or a later release: Kafka {release}'s rules are used"
+            )
         if flag is not None:
             if flag.minor_release < release.minor_release:
                 raise UsageError(

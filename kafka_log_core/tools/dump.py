@@ -98,6 +98,7 @@ class DumpOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     skip_record_metadata: bool = False
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES  # the most one batch's records may decompress to
 
     def __post_init__(self) -> None:
         for name in ("max_bytes", "max_message_size"):
@@ -352,7 +353,7 @@ def log_lines(log: LogReader, file: DumpedFile, options: DumpOptions, report: Du
     for batch in log.batches():
         yield Line(batch_line(batch, valid_bytes))
         if options.is_deep:
-            for record in _records(batch):
+            for record in _records(batch, options.max_batch_bytes):
                 if record.offset != last_offset + 1:
                     report.non_consecutive_offsets.compute_if_absent(file.absolute, dict)[last_offset] = (
                         record.offset
@@ -437,12 +438,12 @@ def record_line(batch: FileBatch, record: Record | legacy_records.LegacyRecord, 
     return "".join(parts)
 
 
-def _records(batch: FileBatch) -> list[Record] | list[legacy_records.LegacyRecord]:
+def _records(batch: FileBatch, max_batch_bytes: int) -> list[Record] | list[legacy_records.LegacyRecord]:
     h = batch.header
     if isinstance(h, BatchHeader) and h.records_count == 0:
         return []  # Kafka does not look at the record area of an empty batch
     try:
-        return batch.records()
+        return batch.records(max_batch_bytes)
     except CorruptDataError as err:
         if err.position is None:  # inside a compressed area: name the batch
             raise type(err)(err.detail, batch.path, batch.position) from err
@@ -752,7 +753,10 @@ def time_index_lines(
                 (entry.offset, found)
             )
         else:
-            max_timestamp = max((r.timestamp for r in _records(batch)), default=record_batch.NO_TIMESTAMP)
+            max_timestamp = max(
+                (r.timestamp for r in _records(batch, options.max_batch_bytes)),
+                default=record_batch.NO_TIMESTAMP,
+            )
             if max_timestamp != entry.timestamp:
                 report.time_index_mismatches.compute_if_absent(file.absolute, list).append(
                     (entry.timestamp, max_timestamp)

@@ -33,6 +33,7 @@ from kafka_log_core.errors import (
     PartitionBusyError,
     RefusedError,
 )
+from kafka_log_core.format import compression
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log import checkpoint_files, locks
 from kafka_log_core.log.log_dir import read_partition_checkpoints
@@ -70,6 +71,7 @@ class JobOptions:
         1  # compact: cleaning rounds per run, each one broker round; 0 = until nothing more to clean
     )
     split_above: int | None = None  # compact: split rounds whose cleanable bytes exceed this (split_cleaning)
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES  # compact: the most one batch may decompress to
 
     def log_start_offset_for(self, tp: TopicPartition) -> int | None:
         """The ``--log-start-offset`` the operator gave for this partition, if any."""
@@ -391,13 +393,22 @@ def _compact_round(
     if split:
         try:
             result = split_cleaning.clean_log_split(
-                log, plan, cfg, cs.broker, opts.now_ms, producers, split_runner or split_cleaning.run_local
+                log,
+                plan,
+                cfg,
+                cs.broker,
+                opts.now_ms,
+                producers,
+                split_runner or split_cleaning.run_local,
+                opts.max_batch_bytes,
             )
             notes.append(f"split cleaning: {result.groups} groups in parallel tasks, every key in one round")
         except split_cleaning.NotSplittable as err:
             notes.append(f"{err}")
     if result is None:
-        result = cleaner.clean_log(log, plan, cfg, cs.broker, opts.now_ms, producers)
+        result = cleaner.clean_log(
+            log, plan, cfg, cs.broker, opts.now_ms, producers, max_batch_bytes=opts.max_batch_bytes
+        )
     update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, result.end_offset)
     after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
     s = result.stats

@@ -50,14 +50,14 @@ from kafka_log_core.format.metadata_records import (
 from kafka_log_core.settings.cluster_metadata import METADATA_LOG_DIR, iter_records, latest_snapshot
 from kafka_log_core.settings.config import TOPIC_KEYS
 from kafka_log_core.settings.log_dir_config import resolve_log_dir_configs
-from tests.broker.test_broker_interop import report_timings, start_with_spark
+from tests.broker.test_broker_interop import report_timings, source_and_reference, start_with_spark
 from tests.clirun import invoke
 from tests.kafka_harness import (
-    KafkaBroker,
     SentRecord,
     create_topic,
     describe_topic_configs,
     earliest_offsets,
+    log_files,
     produce,
     read_offset_checkpoint,
     run_dump_log_segments,
@@ -205,19 +205,13 @@ def _partition_dirs(log_dir: Path) -> dict[str, Path]:
     }
 
 
-def _log_files(partition_dir: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in segment_files(partition_dir)}
-
-
 @pytest.fixture(scope="module")
 def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
     started = time.monotonic()
     timings: dict[str, float] = {}
     work = tmp_path_factory.mktemp("cluster-metadata")
     result = Outcome()
-    source = KafkaBroker(work / "source-log-dir", work / "source", SOURCE_PROPS, lib_dir=kafka_jars)
-    reference = KafkaBroker(work / "kafka-log-dir", work / "kafka", REFERENCE_PROPS, lib_dir=kafka_jars)
-    try:
+    with source_and_reference(work, kafka_jars, SOURCE_PROPS, REFERENCE_PROPS) as (source, reference):
         t = time.monotonic()
         spark = start_with_spark(source, request)
         timings["broker start + Spark"] = time.monotonic() - t
@@ -314,7 +308,7 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
 
         t = time.monotonic()
         bare = result.dirs["no-metadata"]
-        before = {name: _log_files(p) for name, p in _partition_dirs(bare).items()}
+        before = {name: log_files(p) for name, p in _partition_dirs(bare).items()}
         plain = [
             "--log-dir",
             bare,
@@ -325,7 +319,7 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
         ]
         result.no_metadata["refused"] = _invoke(retain.command, *plain, "--output", "json")
         result.no_metadata["after_refusal"] = {
-            name: _log_files(p) for name, p in _partition_dirs(bare).items()
+            name: log_files(p) for name, p in _partition_dirs(bare).items()
         }
         result.no_metadata["before"] = before
         conf = work / "conf"
@@ -339,9 +333,6 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
         timings["total"] = time.monotonic() - started
         yield result
         report_timings(pytestconfig, "cluster metadata", timings)
-    finally:
-        reference.stop()
-        source.stop()
 
 
 # --------------------------------------------------------------------------------------------- settings
@@ -452,11 +443,11 @@ def test_segment_files_equal_what_kafkas_cleaner_and_retention_left(outcome):
     assert {n for n in kafka if ".stray" not in n and "-stray" not in n} >= set(live)
     changed = 0
     for name in live:
-        theirs, mine = _log_files(kafka[name]), _log_files(ours[name])
+        theirs, mine = log_files(kafka[name]), log_files(ours[name])
         assert sorted(mine) == sorted(theirs), name
         for file_name, data in theirs.items():
             assert mine[file_name] == data, f"{name}/{file_name} differs from Kafka's"
-        changed += _log_files(outcome.source_dir / name) != theirs
+        changed += log_files(outcome.source_dir / name) != theirs
     assert changed >= 5  # compacted x2, events x2, sized: each was cleaned or trimmed
 
 
@@ -472,18 +463,18 @@ def test_log_start_offsets_and_cleaner_checkpoints_equal_kafkas(outcome):
 
 
 def test_a_stray_directory_with_the_old_topic_id_is_left_alone(outcome):
-    stale = _log_files(outcome.stash)
+    stale = log_files(outcome.stash)
     for job in ("retain", "compact", "report"):
         (row,) = [r for r in outcome.results[job][1] if r["topic"] == "recreated"]
         assert row["status"] == "skipped" and "topic id" in row["reason"] and "stray" in row["reason"], row
-    assert _log_files(outcome.dirs["ours"] / "recreated-0") == stale
+    assert log_files(outcome.dirs["ours"] / "recreated-0") == stale
     # Kafka agrees: it set the directory aside as a stray log, its data untouched
     (stray,) = [
         p
         for p in outcome.dirs["kafka"].iterdir()
         if p.name.startswith("recreated-0.") and p.name.endswith("-stray")
     ]
-    assert _log_files(stray) == stale
+    assert log_files(stray) == stale
 
 
 # ------------------------------------------------------------------------------------ metadata decoding

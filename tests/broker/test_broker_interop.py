@@ -35,7 +35,8 @@ import itertools
 import random
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -503,6 +504,21 @@ def run_our_compaction(spark, log_dir: Path, topic: str, now_ms: int) -> list[di
 def job_spark(request):
     """The shared ``spark`` session, created on first use (so it can come up while a broker starts)."""
     return request.getfixturevalue("spark")
+
+
+@contextmanager
+def source_and_reference(
+    work: Path, lib_dir: Path, source_props: Mapping[str, object], reference_props: Mapping[str, object]
+) -> Iterator[tuple[KafkaBroker, KafkaBroker]]:
+    """The two brokers of a scenario compared with Kafka: ``source`` writes the log dir, ``reference``
+    (log dir ``work/kafka-log-dir``) works on a copy of it; both stopped however the scenario ends."""
+    source = KafkaBroker(work / "source-log-dir", work / "source", source_props, lib_dir=lib_dir)
+    reference = KafkaBroker(work / "kafka-log-dir", work / "kafka", reference_props, lib_dir=lib_dir)
+    try:
+        yield source, reference
+    finally:
+        reference.stop()
+        source.stop()
 
 
 def start_with_spark(broker: KafkaBroker, request):

@@ -30,12 +30,17 @@ import pytest
 from click.testing import CliRunner
 
 from jobs import compact
-from tests.broker.test_broker_interop import alter_topic_config, report_timings, start_with_spark
+from tests.broker.test_broker_interop import (
+    alter_topic_config,
+    report_timings,
+    source_and_reference,
+    start_with_spark,
+)
 from tests.kafka_harness import (
-    KafkaBroker,
     SentRecord,
     create_topic,
     describe_topic_configs,
+    log_files,
     produce,
     read_offset_checkpoint,
     run_dump_log_segments,
@@ -78,12 +83,8 @@ def _commit_many(bootstrap: str, commits: int) -> None:
         consumer.close()
 
 
-def _log_files(partition_dir: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in segment_files(partition_dir)}
-
-
-def _batches(partition_dir: Path, lib_dir: Path) -> list[tuple[int, int, int]]:
-    """(baseOffset, lastOffset, count) of every batch, as Kafka 3.9.1's DumpLogSegments prints them."""
+def dumped_batches(partition_dir: Path, lib_dir: Path) -> list[tuple[int, int, int]]:
+    """(baseOffset, lastOffset, count) of every batch, as the DumpLogSegments of ``lib_dir``'s jars prints them."""
     dumped = run_dump_log_segments(segment_files(partition_dir), lib_dir=lib_dir)
     assert dumped.returncode == 0, dumped.stderr
     return [
@@ -97,10 +98,8 @@ def kafka3(kafka3_jars, tmp_path_factory, pytestconfig, request):
     started = time.monotonic()
     timings: dict[str, float] = {}
     work = tmp_path_factory.mktemp("kafka3")
-    source = KafkaBroker(work / "source-log-dir", work / "source", SOURCE_PROPS, lib_dir=kafka3_jars)
-    reference = KafkaBroker(work / "kafka-log-dir", work / "kafka", REFERENCE_PROPS, lib_dir=kafka3_jars)
     out: dict = {"lib": kafka3_jars}
-    try:
+    with source_and_reference(work, kafka3_jars, SOURCE_PROPS, REFERENCE_PROPS) as (source, reference):
         t = time.monotonic()
         spark = start_with_spark(source, request)
         timings["broker start + Spark"] = time.monotonic() - t
@@ -167,9 +166,6 @@ def kafka3(kafka3_jars, tmp_path_factory, pytestconfig, request):
         timings["total"] = time.monotonic() - started
         yield out
         report_timings(pytestconfig, "kafka 3.9.1", timings)
-    finally:
-        reference.stop()
-        source.stop()
 
 
 def test_the_3x_log_dir_is_accepted_with_its_own_settings(kafka3):
@@ -190,7 +186,7 @@ def test_the_3x_log_dir_is_accepted_with_its_own_settings(kafka3):
 
 def test_segment_files_after_our_compaction_are_the_ones_kafkas_cleaner_leaves(kafka3):
     for name in PARTITIONS:
-        theirs, ours = _log_files(kafka3["dirs"]["kafka"] / name), _log_files(kafka3["dirs"]["ours"] / name)
+        theirs, ours = log_files(kafka3["dirs"]["kafka"] / name), log_files(kafka3["dirs"]["ours"] / name)
         assert sorted(ours) == sorted(theirs), name
         # 16 KiB groups: Kafka cleans each segment alone and keeps the emptied ones as 0-byte segments
         assert any(data == b"" for data in theirs.values()), name
@@ -207,8 +203,8 @@ def test_the_round_end_rule_follows_the_release(kafka3):
     code, rows, _ = kafka3["ours-3.9.2"]
     assert code == 0, rows
     bound = kafka3["first_uncleanable"][f"{TOPIC}-0"]
-    kafka = _batches(kafka3["dirs"]["kafka"] / f"{TOPIC}-0", kafka3["lib"])
-    later = _batches(kafka3["dirs"]["ours-3.9.2"] / f"{TOPIC}-0", kafka3["lib"])
+    kafka = dumped_batches(kafka3["dirs"]["kafka"] / f"{TOPIC}-0", kafka3["lib"])
+    later = dumped_batches(kafka3["dirs"]["ours-3.9.2"] / f"{TOPIC}-0", kafka3["lib"])
     before = [b for b in kafka if b[1] < bound]
     assert before[-1][1] + 1 < bound  # Kafka 3.9.1: the unkeyed batch at the end of the round is gone
     (kept,) = [b for b in later if b not in kafka]

@@ -34,6 +34,7 @@ from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import LogDirState, PartitionLog
 from kafka_log_core.rules import cleaner
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
+from kafka_log_core.settings.kafka_version import KafkaVersion
 from tests.logbuild import TS, batch, make_log, marker, write_segment
 
 TP = TopicPartition("t", 0)
@@ -570,11 +571,11 @@ def test_cleaning_with_unkeyed_messages_removes_them(tmp_path):
     (10, [(0, 0, [0]), (10, 10, [10])]),
 ], ids=["ends-at-the-round-bound", "offset-gap-before-the-bound"])  # fmt: skip
 def test_clean_segments_retaining_last_empty_batch(tmp_path, active_base, expected):
-    # LogCleanerTest.testCleanSegmentsRetainingLastEmptyBatch (spec R2.2): a batch whose next offset is the
-    # round's first uncleanable offset stays as a header-only batch even when all its records go.
+    # LogCleanerTest.testCleanSegmentsRetainingLastEmptyBatch (spec R2.2) as of 4.0-4.3: a batch whose next
+    # offset is the round's first uncleanable offset stays as a header-only batch even when all its records go.
     gz = batch(1, [(None, "u1"), (None, "u2")], codec=compression.GZIP, ts=TS + 5)
     layout(tmp_path, {0: [single(0, "a", "1"), gz], active_base: [single(active_base, "a", "2")]})
-    clean(tmp_path)
+    clean(tmp_path, broker=BrokerConfig(kafka_version=KafkaVersion(4, 3)))
     assert shape(tmp_path) == expected
     if active_base == 3:
         empty = batches(tmp_path)[1]
@@ -586,6 +587,21 @@ def test_clean_segments_retaining_last_empty_batch(tmp_path, active_base, expect
         )
         assert (empty.producer_id, empty.producer_epoch, empty.base_sequence) == (-1, -1, -1)
         assert len(empty.raw) == 61
+
+
+@pytest.mark.parametrize(("version", "hw", "kept"), [
+    ("3.9.1", None, False),  # no rule R2.2 before KAFKA-17076
+    ("4.3.1", None, True),  # the batch ends at the round's bound (3)
+    ("4.4.0", None, False),  # KAFKA-20452: it must end at the high watermark (4, the log end offset)
+    ("4.4.0", 3, True),  # the high watermark at the round's bound
+], ids=["3.9.1", "4.3.1", "4.4.0-hw-at-leo", "4.4.0-hw-at-the-bound"])  # fmt: skip
+def test_from_4_4_the_empty_batch_kept_is_the_one_ending_at_the_high_watermark(tmp_path, version, hw, kept):
+    # Cleaner.cleanInto: RETAIN_EMPTY for batch.nextOffset() == upperBoundOffsetOfCleaningRound up to 4.3.1,
+    # == log.highWatermark() in 4.4.0. Offsets 1-2 are unkeyed, so nothing in that batch survives.
+    gz = batch(1, [(None, "u1"), (None, "u2")], codec=compression.GZIP, ts=TS + 5)
+    layout(tmp_path, {0: [single(0, "a", "1"), gz], 3: [single(3, "a", "2")]}, hw=hw)
+    clean(tmp_path, broker=BrokerConfig(kafka_version=KafkaVersion.parse(version)))
+    assert shape(tmp_path) == [(0, 0, [0])] + ([(1, 2, [])] if kept else []) + [(3, 3, [3])]
 
 
 # ================================================================================ tombstones (R3.7, R4)
@@ -1445,13 +1461,22 @@ def test_rebuilt_legacy_log_append_time_inner_messages_carry_the_timestamp_type(
     assert _wrapper_inner_messages(batches(tmp_path)[0].raw) == [(0, 1, 0x08, w)]
 
 
-def test_legacy_last_batch_of_the_round_without_kept_records_is_kept_unchanged(tmp_path):
-    # Spec R5: the broker throws (empty batches are v2 only); we keep the entry as it is.
+@pytest.mark.parametrize(("version", "hw"), [("4.3.1", None), ("4.4.0", 2)], ids=["4.3.1", "4.4.0-hw-at-2"])
+def test_legacy_last_batch_of_the_round_without_kept_records_is_kept_unchanged(tmp_path, version, hw):
+    # Spec R5: where rule R2.2 keeps the entry ending at 2 (the round's bound up to 4.3, the high watermark
+    # from 4.4) the broker throws (empty batches are v2 only); we keep the entry as it is.
     unkeyed = legacy(1, None, "u")
-    layout(tmp_path, {0: [legacy(0, "a", "1"), unkeyed], 2: [legacy(2, "b", "1")]})
-    clean(tmp_path)
+    layout(tmp_path, {0: [legacy(0, "a", "1"), unkeyed], 2: [legacy(2, "b", "1")]}, hw=hw)
+    clean(tmp_path, broker=BrokerConfig(kafka_version=KafkaVersion.parse(version)))
     assert batches(tmp_path)[1].raw == unkeyed
     assert data_records(tmp_path) == [(0, b"a", b"1"), (1, None, b"u"), (2, b"b", b"1")]
+
+
+def test_from_4_4_a_legacy_entry_emptied_at_a_bound_below_the_high_watermark_goes(tmp_path):
+    # Rule R2.2 of 4.4 does not reach it (the high watermark is the log end, 3): DELETE_EMPTY, no throw.
+    layout(tmp_path, {0: [legacy(0, "a", "1"), legacy(1, None, "u")], 2: [legacy(2, "b", "1")]})
+    clean(tmp_path, broker=BrokerConfig(kafka_version=KafkaVersion(4, 4)))
+    assert data_records(tmp_path) == [(0, b"a", b"1"), (2, b"b", b"1")]
 
 
 # ============================================================================== §7: files and the swap

@@ -25,10 +25,14 @@ from kafka_log_core.kernels import crc32c as crc32c_kernels
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.rules import cleaner, cleaner_segments, producer_state
 from kafka_log_core.settings.config import BrokerConfig
+from tests.format.test_decompression_limits import CODECS, IDS, LIMIT, raw_batch, record_area, with_library
 from tests.logbuild import TS, batch, marker
 from tests.rules.test_cleaner import (
+    BROKER,
+    COMPACT,
     FORGET_PRODUCERS,
     KEEP_PRODUCERS,
+    NOW,
     batches,
     clean,
     data_records,
@@ -198,9 +202,70 @@ def test_a_compressed_batch_that_does_not_decompress_is_reported_with_its_file_a
     first = single(0, "a")
     layout(tmp_path, {0: [first, bytes(broken)], 3: []})
     before = {p.name: p.read_bytes() for p in part(tmp_path).iterdir()}
-    with pytest.raises(CorruptDataError, match=rf"00000000000000000000\.log at position {len(first) + 61}"):
+    # the batch's own position: it decompresses to nothing, where its two records need 14 bytes at least
+    with pytest.raises(
+        CorruptDataError, match=rf"00000000000000000000\.log at position {len(first)}: .*2 records"
+    ):
         clean(tmp_path)
     assert {p.name: p.read_bytes() for p in part(tmp_path).iterdir()} == before
+
+
+# ============================================================================================ bounds
+def _clean_within(log_dir, max_batch_bytes: int) -> cleaner.CleanResult:
+    log = open_log(log_dir)
+    the_plan = cleaner.plan_cleaning(log, COMPACT, BROKER, NOW)
+    return cleaner.clean_log(log, the_plan, COMPACT, BROKER, NOW, max_batch_bytes=max_batch_bytes)
+
+
+def _files(log_dir) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in part(log_dir).iterdir()}
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=IDS)
+def test_a_compression_bomb_fails_the_round_at_its_batch_and_changes_nothing(tmp_path, codec):
+    first = single(0, "a")
+    bomb = raw_batch(
+        1, 1, with_library(codec, bytes(64 * LIMIT)), codec
+    )  # one record claimed, 64 MiB of zeros
+    layout(tmp_path, {0: [first, bomb, single(2, "b")], 3: []})
+    before = _files(tmp_path)
+    with pytest.raises(
+        CorruptDataError, match=rf"0000\.log at position {len(first)}: .*more than {LIMIT} bytes"
+    ):
+        _clean_within(tmp_path, LIMIT)
+    assert _files(tmp_path) == before
+
+
+def test_a_record_count_the_batch_cannot_hold_fails_the_round_at_its_batch(tmp_path):
+    first = single(0, "a")
+    lie = raw_batch(1, 2**31 - 1, record_area([b"v"]))  # one real record claimed to be 2^31 - 1
+    layout(tmp_path, {0: [first, lie, single(2, "b")], 3: []})
+    before = _files(tmp_path)
+    with pytest.raises(
+        CorruptDataError, match=rf"0000\.log at position {len(first)}: .*claims 2147483647 records"
+    ):
+        clean(tmp_path)
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=IDS)
+def test_a_batch_as_large_as_the_limit_is_cleaned_and_one_byte_less_refuses_it(tmp_path, codec):
+    area = record_area([bytes(LIMIT - 100)])  # key "k", superseded by the next batch's
+    layout(tmp_path, {0: [raw_batch(0, 1, with_library(codec, area), codec), single(1, "k", "new")], 2: []})
+    before = _files(tmp_path)
+    with pytest.raises(CorruptDataError, match=r"0000\.log at position 0: .*more than"):
+        _clean_within(tmp_path, len(area) - 1)
+    assert _files(tmp_path) == before
+    _clean_within(tmp_path, len(area))
+    assert data_records(tmp_path) == [(1, b"k", b"new")]
+
+
+def test_runs_of_compressed_batches_end_at_their_byte_budget_and_the_next_run_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(cleaner_segments.Run, "RUN_BYTES", 1)  # every run: one batch
+    zstd = [batch(5 * b, [(f"k{i}", f"{b}") for i in range(5)], codec=compression.ZSTD) for b in range(20)]
+    layout(tmp_path, {0: zstd, 100: []})
+    clean(tmp_path)
+    assert data_records(tmp_path) == [(95 + i, f"k{i}".encode(), b"19") for i in range(5)]
 
 
 def test_markers_in_a_run_of_plain_batches(tmp_path):

@@ -23,7 +23,7 @@ from kafka_log_core.settings.config import load_config
 from kafka_log_core.settings.kafka_version import LATEST, KafkaVersion
 from kafka_log_core.simulator.writer import PartitionWriter
 from kafka_log_core.work.tasks import ALL_ROUNDS, JobOptions, PartitionTask, compact_partition
-from tests.logbuild import TS, read_records
+from tests.logbuild import TS, mark_clean_shutdown, read_records
 
 TOPIC = "orders"
 DAY = 86_400_000
@@ -171,12 +171,29 @@ def test_split_round_equals_one_task_with_a_buffer_for_every_key(tmp_path, mixed
 def test_split_round_on_a_fresh_partition_matches_with_rule_r2_2_of_either_release(tmp_path, seed):
     source = tmp_path / "source"
     build(source, seed=seed, keys=80)
-    for version in (LATEST, KafkaVersion(3, 8)):
+    # R2.2 on the high watermark (4.4), on the round's bound (4.0-4.3), none (3.8)
+    for version in (LATEST, KafkaVersion(4, 3), KafkaVersion(3, 8)):
         single, split = twin(tmp_path, f"single{version}", source), twin(tmp_path, f"split{version}", source)
         r1 = compact(single, TS + DAY, BIG_BUFFER, version=version)
         r2 = compact(split, TS + DAY, version=version, split=True)
         assert r1["status"] == r2["status"] == "cleaned", (r1, r2)
         assert_same_dirs(single, split)
+
+
+def test_a_lowered_max_decompressed_message_bytes_fails_either_path_before_any_write(tmp_path):
+    """Kafka 4.4's cleaner fails on a compressed record above the limit (rules.record_size_limit): the
+    single task and the split round refuse the round alike and leave every file as it was."""
+    source = tmp_path / "source"
+    build(source, seed=7, keys=80)
+    mark_clean_shutdown(source)  # no recovery first: the round is the only thing that could write
+    for split in (False, True):
+        d = twin(tmp_path, f"split-{split}", source)
+        before = snapshot_files(d)
+        row = compact(d, TS + DAY, "max.decompressed.message.bytes=8", split=split)
+        assert row["status"] == "failed" and "more than max.decompressed.message.bytes=8" in row["reason"], (
+            row
+        )
+        assert snapshot_files(d) == before
 
 
 def test_split_round_covers_keys_far_beyond_the_dedupe_buffer(tmp_path):

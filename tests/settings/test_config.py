@@ -383,7 +383,7 @@ def test_load_factor_is_not_checked_without_the_cleaner(tmp_path):
     [
         (
             "retention.mss=5\n",
-            r"retention\.mss='5' from .*orders\.properties:1: not a Kafka 4\.3 topic config; did you mean retention\.ms",
+            r"retention\.mss='5' from .*orders\.properties:1: not a Kafka 4\.4 topic config; did you mean retention\.ms",
         ),
         (
             "log.retention.ms=5\n",

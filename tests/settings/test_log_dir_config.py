@@ -29,7 +29,8 @@ from tests.metadata_build import (
 )
 
 A, B = "KB9btG56TIKDzbjC1Rj0pA", "6ey3bQ6uQmisysFLQnVpYA"
-V39, V40, V41, V43 = KafkaVersion(3, 9), KafkaVersion(4, 0), KafkaVersion(4, 1), KafkaVersion(4, 3)
+V39, V40, V41, V43, V44 = (KafkaVersion(3, 9), KafkaVersion(4, 0), KafkaVersion(4, 1), KafkaVersion(4, 3),
+                           KafkaVersion(4, 4))  # fmt: skip
 
 
 def metadata(topic_configs=None, broker_configs=None, topics=("orders",), level=21) -> ClusterMetadata:
@@ -171,6 +172,7 @@ def test_which_settings_are_known(tmp_path):
         (V40, True, False, False),
         (V41, False, False, True),
         (V43, False, False, True),
+        (V44, False, False, True),
     ],
     ids=str,
 )
@@ -194,6 +196,45 @@ def test_segment_size_rules_follow_the_release(tmp_path, version, topic_16k, bro
         assert s.value("segment.bytes") == 4096 and "(internal.segment.bytes)" in s.source("segment.bytes")
     else:
         assert f"not a Kafka {version} topic config" in str(small)
+
+
+@pytest.mark.parametrize("version", [V43, V44], ids=str)
+def test_settings_new_in_4_4_follow_the_release(tmp_path, version):
+    # The ConfigDefs of 4.4.0 (LogConfig, KafkaConfig) against 4.3.1's: max.decompressed.message.bytes
+    # (topic, and broker under the same name, dynamic; INT in [1, 2147483639], default 2147483639),
+    # remote.copy.lag.ms/bytes (broker log.remote.copy.lag.*), errors.deadletterqueue.group.enable.
+    def attempt(**kw):
+        place = tmp_path / str(len(list(tmp_path.iterdir())))  # a directory of its own for each attempt
+        place.mkdir()
+        try:
+            return load(place, version=version, **kw)
+        except ConfigError as err:
+            return err
+
+    known = version == V44
+    topic = attempt(topic_file="max.decompressed.message.bytes=1000\n")
+    broker = attempt(server="max.decompressed.message.bytes=2000\n")
+    dynamic = attempt(metadata=metadata(broker_configs={"": {"max.decompressed.message.bytes": "3000"}}))
+    if known:
+        assert topic.for_topic("orders").max_decompressed_message_bytes == 1000
+        assert broker.default.max_decompressed_message_bytes == 2000
+        assert dynamic.default.max_decompressed_message_bytes == 3000
+        assert "must be between 1 and 2147483639" in str(
+            attempt(topic_file="max.decompressed.message.bytes=0\n")
+        )
+    else:
+        assert "not a Kafka 4.3 topic config" in str(topic)
+        # an unknown broker setting to Kafka 4.3: ignored
+        assert broker.default.max_decompressed_message_bytes == 2147483639
+        assert any(i.startswith("max.decompressed.message.bytes") for i in broker.ignored)
+        assert dynamic.default.max_decompressed_message_bytes == 2147483639
+    lags = "remote.copy.lag.ms=5\nremote.copy.lag.bytes=5\nerrors.deadletterqueue.group.enable=true\n"
+    topic, broker = attempt(topic_file=lags), attempt(server="log.remote.copy.lag.ms=5\n")
+    if known:
+        assert len(topic.ignored) == 3 and len(broker.ignored) == 1
+    else:
+        assert "remote.copy.lag.ms='5' from" in str(topic) and "not a Kafka 4.3 topic config" in str(topic)
+        assert "not a Kafka 4.3 log setting" in str(broker)
 
 
 def test_internal_topics_by_release(tmp_path):
@@ -220,9 +261,24 @@ def test_the_round_end_rule_r2_2_by_release(version, keeps):
     assert kv.keeps_last_batch_of_round(KafkaVersion.parse(version)) is keeps
 
 
+@pytest.mark.parametrize(
+    ("version", "kept_end"),
+    [("3.9.1", -1), ("3.9.2", 30), ("4.0", 30), ("4.3.1", 30), ("4.4", 45), ("4.4.0", 45)],
+)
+def test_r2_2_keeps_the_batch_ending_at_the_round_bound_then_from_4_4_at_the_high_watermark(
+    version, kept_end
+):
+    # Cleaner.cleanInto's bound: 4.3.1 passes the round's upper bound, 4.4.0 log.highWatermark() (KAFKA-20452)
+    assert kv.kept_batch_end(KafkaVersion.parse(version), 30, 45) == kept_end
+
+
 def test_metadata_version_levels_name_releases():
     assert kv.release_of_metadata_version(21) == V39
     assert kv.release_of_metadata_version(30) == V43
+    # MetadataVersion of 4.4.0: IBP_4_4_IV0..IV2 = 31..33 (the latest production level), IBP_4_5_IV0 = 34
+    assert [kv.release_of_metadata_version(level) for level in (31, 32, 33)] == [V44] * 3
+    assert kv.metadata_version_name(33) == "4.4-IV2 (level 33)"
+    assert kv.metadata_version_name(34) == "4.5-IV0 (level 34)"
     assert kv.release_of_metadata_version(7) == KafkaVersion(3, 3)
     assert kv.metadata_version_name(25) == "4.0-IV3 (level 25)"
     assert kv.release_of_metadata_version(99) is None
@@ -235,10 +291,14 @@ def test_metadata_version_levels_name_releases():
         (21, 1, "3.9.2", "3.9.2", "--kafka-version"),
         (21, 1, "4.3", "4.3", "--kafka-version"),  # brokers may run an older metadata.version
         (28, 1, None, "4.2", "metadata.version 4.2-IV0"),
-        (99, 1, None, "4.3", "does not know"),
+        (30, 1, None, "4.3", "metadata.version 4.3-IV0"),
+        (33, 1, None, "4.4", "metadata.version 4.4-IV2"),
+        (34, 1, None, "4.4", "a testing level of Kafka 4.4"),  # 4.5-IV0: unstable.feature.versions.enable
+        (34, 1, "4.4.0", "4.4.0", "--kafka-version"),
+        (99, 1, None, "4.4", "does not know"),
         (None, 0, None, "3.9", "ZooKeeper-era"),
         (None, 0, "3.6", "3.6", "ZooKeeper-era"),
-        (None, 1, None, "4.3", "no metadata.version"),
+        (None, 1, None, "4.4", "no metadata.version"),
         (None, 1, "4.0", "4.0", "--kafka-version"),
     ],
 )
@@ -253,6 +313,8 @@ def test_the_release_comes_from_the_log_dir_then_the_flag(level, meta_version, f
     ("level", "meta_version", "flag", "match"),
     [
         (21, 1, "3.8", r"metadata\.version 3\.9-IV0.*Kafka 3\.8 cannot run"),
+        (33, 1, "4.3.1", r"metadata\.version 4\.4-IV2.*Kafka 4\.3\.1 cannot run"),
+        (34, 1, "4.3", r"metadata\.version 4\.5-IV0.*Kafka 4\.3 cannot run"),
         (None, 0, "4.0", r"ZooKeeper-mode"),
     ],
 )
