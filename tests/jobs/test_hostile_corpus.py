@@ -623,7 +623,6 @@ EXPORT_RUN = {
         "failed",
         rf"torn-0/{SEG0}\.log.*position",
         ("torn-0",),
-        OWNER_RECOVERY,
     ),
     "export: a batch length past the end of a sealed segment": InLogDir(
         _length_past_the_end,
@@ -631,16 +630,14 @@ EXPORT_RUN = {
         "failed",
         rf"pastend-0/{SEG0}\.log.*position",
         ("pastend-0",),
-        OWNER_RECOVERY,
-    ),  # fmt: skip
+    ),
     "export: offsets going backwards": InLogDir(
         _backwards_export,
         ("backwards", 0),
         "failed",
         rf"backwards-0/{SEG0}\.log.*position",
         ("backwards-0",),
-        OWNER_RECOVERY,
-    ),  # fmt: skip
+    ),
 }
 
 
