@@ -11,7 +11,7 @@ import sys
 import click
 
 from jobs import common, compact, export, package, report, retain
-from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.format import compression
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
@@ -89,8 +89,12 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
                 continue
             try:
                 found = offset_for_time(PartitionLog.open(log_dir, tp, state.for_partition(tp)), when)
-            except (KafkaLogError, OSError) as err:
+            except KafkaLogError as err:
                 click.echo(f"error: {err}", err=True)
+                failed += 1
+                continue
+            except OSError as err:
+                click.echo(f"error: {describe_os_error(err)}", err=True)
                 failed += 1
                 continue
             click.echo(f"{tp.topic}:{tp.partition}:{'' if found is None else found}")

@@ -41,9 +41,9 @@ from pyspark.sql.types import (
 )
 
 from jobs import progress
-from kafka_log_core.errors import KafkaLogError
+from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
-from kafka_log_core.format.filenames import list_partition_dirs, parse_segment_file
+from kafka_log_core.format.filenames import list_partition_dirs, parse_segment_file, scan_partition_dirs
 from kafka_log_core.log import locks
 from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.rules import recovery
@@ -213,6 +213,7 @@ class Listing:
     tasks: list[PartitionTask]
     failed: list[dict]  # rows for log dirs that could not be read at all
     notes: list[str]
+    skipped: list[dict] = dataclasses.field(default_factory=list)  # rows for directories not worked on
 
 
 def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: bool) -> Listing:
@@ -226,15 +227,34 @@ def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: boo
     empty: list[str] = []  # why a log dir holds no partition directory
     missed: list[str] = []  # why --topic selects nothing in a log dir
     refused: list[str] = []  # log dirs a writing job cannot write
+    skipped: list[dict] = []  # aliases and names Kafka would not create
+    seen_dirs: dict[tuple[int, int], str] = {}  # log dirs by identity: one given twice is listed once
+    seen: dict[tuple[int, int], Path] = {}  # partition directories by identity, over every log dir
     for log_dir in log_dirs:
         d = Path(log_dir)
         if not d.is_dir():
             raise click.UsageError(f"--log-dir {log_dir}: not a directory")
-        try:
-            partitions = list_partition_dirs(d)
-        except OSError as err:
-            failed.append(_dir_row(log_dir, f"cannot list {log_dir}: {err}"))
+        st = d.stat()
+        if (st.st_dev, st.st_ino) in seen_dirs:
+            notes.append(f"--log-dir {log_dir} is the same directory as --log-dir {seen_dirs[st.st_dev, st.st_ino]}: "
+                         "listed once")  # fmt: skip
             continue
+        seen_dirs[st.st_dev, st.st_ino] = log_dir
+        try:
+            scanned = scan_partition_dirs(d)
+        except OSError as err:
+            failed.append(_dir_row(log_dir, f"cannot list {log_dir}: {describe_os_error(err)}"))
+            continue
+        partitions = []
+        for tp, path in scanned.found:
+            first = seen.setdefault(scanned.identities[tp], path)
+            if first == path:
+                partitions.append((tp, path))
+            elif pattern is None or pattern.fullmatch(tp.topic):
+                reason = f"{path}: the same directory as {first}: an alias, skipped (worked on as {first})"
+                skipped.append(_dir_row(log_dir, reason, tp.topic, tp.partition, status="skipped"))
+        skipped += [_dir_row(log_dir, s.reason, s.tp.topic, s.tp.partition, status="skipped")
+                    for s in scanned.skipped if pattern is None or pattern.fullmatch(s.tp.topic)]  # fmt: skip
         if not partitions:
             empty.append(no_partitions_hint(d))
             continue
@@ -260,7 +280,7 @@ def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: boo
         try:
             state = LogDirState.read(d)
         except KafkaLogError as err:
-            msg = f"log-dir checkpoint unreadable (the broker would take this log dir offline): {err}"
+            msg = f"log-dir file unreadable (the broker would take this log dir offline): {err}"
             failed += [_dir_row(log_dir, msg, tp.topic, tp.partition) for tp, _ in partitions]
             continue
         for tp, _ in partitions:
@@ -268,12 +288,12 @@ def list_tasks(log_dirs: Sequence[str], topic_regex: str | None, *, writing: boo
             tasks.append(
                 PartitionTask(os.path.abspath(log_dir), tp.topic, tp.partition, state.for_partition(tp))
             )
-    if not tasks and not failed:
+    if not tasks and not failed and not skipped:
         raise click.UsageError("\n".join(empty + missed))
     if not tasks and len(refused) == len(failed):
         raise click.ClickException("\n".join(refused))
     # Among log dirs that have work: one without partitions is said; one without the topic is usual (JBOD).
-    return Listing(tasks, failed, notes + empty)
+    return Listing(tasks, failed, notes + empty, skipped)
 
 
 _SHOWN = 20  # topic names listed in a hint
@@ -322,8 +342,8 @@ def no_topic_hint(regex: str, pattern: re.Pattern | None, d: Path, topics: Seque
     return hint
 
 
-def _dir_row(log_dir: str, reason: str, topic: str = "", partition: int = -1) -> dict:
-    return {"log_dir": log_dir, "topic": topic, "partition": partition, "status": "failed", "reason": reason}
+def _dir_row(log_dir: str, reason: str, topic: str = "", partition: int = -1, status: str = "failed") -> dict:
+    return {"log_dir": log_dir, "topic": topic, "partition": partition, "status": status, "reason": reason}
 
 
 def load_configs(
@@ -460,7 +480,7 @@ def run_job(
     given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
     for row in rows:  # the log dir as the user wrote it
         row["log_dir"] = given.get(row["log_dir"], row["log_dir"])
-    rows += [dataclasses.asdict(row_type(**r)) for r in listing.failed]
+    rows += [dataclasses.asdict(row_type(**r)) for r in listing.failed + listing.skipped]
     shown = columns(row_type)
     rows = [{c: row[c] for c in shown} for row in rows]  # the table's columns (not the driver's own fields)
     rows.sort(key=order)

@@ -13,35 +13,82 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from kafka_log_core.errors import NotRegularFileError
+from kafka_log_core.errors import FileOperationError, NotRegularFileError
 
 TMP_SUFFIX = ".tmp"
 
 StrPath = str | os.PathLike[str]
 
 
+@contextlib.contextmanager
+def naming(path: StrPath, operation: str) -> Iterator[None]:
+    """An OSError raised inside becomes a :class:`FileOperationError` naming ``path`` and ``operation``: a
+    full disk says which file it was writing (``os.write`` and ``os.fsync`` name none)."""
+    try:
+        yield
+    except FileOperationError:
+        raise
+    except OSError as err:
+        raise FileOperationError(operation, path, err) from err
+
+
 def fsync_dir(path: StrPath) -> None:
     """Flush a directory's entries (creations, renames, deletions) to disk."""
-    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with naming(path, "syncing the directory"):
+        fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_bytes_fsync(path: StrPath, data: bytes | bytearray | memoryview) -> None:
     """Create or truncate ``path``, write all of ``data`` and fsync it (no rename, no directory fsync)."""
-    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with naming(path, "writing"):
+        fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class WriteFile:
+    """A file created (or truncated) for writing whose every failure names it and the operation
+    (:func:`naming`), for outputs written in pieces (a ``.cleaned`` segment)."""
+
+    def __init__(self, path: StrPath) -> None:
+        self.path = os.fspath(path)
+        with naming(self.path, "creating"):
+            self._f = open(self.path, "wb")  # closed by close()
+
+    @property
+    def closed(self) -> bool:
+        return self._f.closed
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        with naming(self.path, "writing"):
+            return self._f.write(data)
+
+    def writelines(self, pieces: Iterable[bytes | bytearray | memoryview]) -> None:
+        with naming(self.path, "writing"):
+            self._f.writelines(pieces)
+
+    def fsync(self) -> None:
+        """Flush Python's buffer and the kernel's to disk."""
+        with naming(self.path, "writing"):
+            self._f.flush()
+            os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        with naming(self.path, "closing"):
+            self._f.close()
 
 
 def atomic_write_bytes(path: StrPath, data: bytes | bytearray | memoryview) -> None:
@@ -54,7 +101,8 @@ def atomic_write_bytes(path: StrPath, data: bytes | bytearray | memoryview) -> N
     tmp = target + TMP_SUFFIX
     try:
         write_bytes_fsync(tmp, data)
-        os.replace(tmp, target)
+        with naming(target, f"renaming {tmp} over it"):
+            os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -26,6 +26,8 @@ Two Kafka releases
 with ``KafkaBroker(..., release=KAFKA_3)`` and fixture ``kafka3_jars``; its tools are all in core
 (``kafka.tools.DumpLogSegments``) and it logs through log4j 1 (reload4j), so the harness writes a
 ``log4j.properties`` for it. Kafka 3.x accepts small ``segment.bytes`` (at least 14 bytes) directly.
+``KAFKA_3_9_2`` is the same pom with ``-Dkafka.version=3.9.2`` (jars in ``tests/broker/target/lib-3.9.2``,
+fixture ``kafka392_jars``): the cleaner of 3.9.2 and 4.0 to 4.3, for a rule 4.4 changed.
 
 Configs the clients cannot set: confluent-kafka and kafka-python refuse the cluster-wide broker resource
 (name ""), so ``run_kafka_configs`` runs Kafka's own ``kafka-configs`` (ConfigCommand) from the jars;
@@ -63,7 +65,7 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -92,11 +94,12 @@ class KafkaRelease:
     broker_main: str = "kafka.Kafka"
     storage_tool_main: str = "kafka.tools.StorageTool"
     config_command_main: str = "kafka.admin.ConfigCommand"  # in core up to 4.3
+    pinned: str | None = None  # a release other than the pom's <kafka.version> (-Dkafka.version for Maven)
 
     @property
     def version(self) -> str:
-        """The pin itself is ``<kafka.version>`` in the pom (Maven needs it there)."""
-        return _pom_property("kafka.version", self.pom)
+        """The pin itself is ``<kafka.version>`` in the pom (Maven needs it there), unless ``pinned``."""
+        return self.pinned or _pom_property("kafka.version", self.pom)
 
 
 KAFKA_4 = KafkaRelease(
@@ -106,6 +109,9 @@ KAFKA_4 = KafkaRelease(
 KAFKA_3 = KafkaRelease(
     BROKER_DIR / "pom-3.9.xml", BROKER_DIR / "target" / "lib-3.9", "kafka.tools.DumpLogSegments", False
 )
+#: 3.9.2, the 3.9 release with KAFKA-17076 (rule R2.2 on the round's bound, as 4.0 to 4.3): the reference
+#: for that rule since the 4.x pin has 4.4's (KAFKA-20452). Same pom as KAFKA_3, another kafka.version.
+KAFKA_3_9_2 = replace(KAFKA_3, lib_dir=BROKER_DIR / "target" / "lib-3.9.2", pinned="3.9.2")
 
 #: The Kafka release the broker tests run against. The pin itself is ``<kafka.version>`` in
 #: tests/broker/pom.xml (Maven needs it there); this is that value, not a second copy.
@@ -117,8 +123,8 @@ DUMP_LOG_SEGMENTS_MAIN = KAFKA_4.dump_log_segments_main
 
 
 def release_of(lib_dir: Path) -> KafkaRelease:
-    """The release whose jars are in ``lib_dir`` (KAFKA_4 for any directory not KAFKA_3's)."""
-    return KAFKA_3 if Path(lib_dir) == KAFKA_3.lib_dir else KAFKA_4
+    """The release whose jars are in ``lib_dir`` (KAFKA_4 for any directory not a 3.x release's)."""
+    return next((r for r in (KAFKA_3, KAFKA_3_9_2) if Path(lib_dir) == r.lib_dir), KAFKA_4)
 
 
 COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -163,8 +169,9 @@ class BrokerHarnessError(RuntimeError):
 # --------------------------------------------------------------------------------------------------
 
 
-def _pom_digest(pom: Path = POM) -> str:
-    return hashlib.sha256(pom.read_bytes()).hexdigest()
+def _pom_digest(pom: Path = POM, pinned: str | None = None) -> str:
+    data = pom.read_bytes() + (b"" if pinned is None else f"\nkafka.version={pinned}".encode())
+    return hashlib.sha256(data).hexdigest()
 
 
 def _jars_complete(lib_dir: Path, digest: str) -> bool:
@@ -187,7 +194,7 @@ def resolve_kafka_jars(
     jar triggers a fresh copy. Downloads are cached in ~/.m2. Safe to call from parallel sessions.
     """
     lib_dir = release.lib_dir if lib_dir is None else lib_dir
-    digest = _pom_digest(release.pom)
+    digest = _pom_digest(release.pom, release.pinned)
     if _jars_complete(lib_dir, digest):
         return lib_dir
     lib_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -205,6 +212,7 @@ def resolve_kafka_jars(
             str(release.pom),
             "dependency:copy-dependencies",
             f"-DoutputDirectory={staging}",
+            *([] if release.pinned is None else [f"-Dkafka.version={release.pinned}"]),
         ]
         started = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -1061,6 +1069,12 @@ def kafka3_jars() -> Path:
     if missing:
         pytest.skip(f"real-broker tests need {' and '.join(missing)} on PATH (Java 17+, Maven 3.6.3+)")
     return resolve_kafka_jars(release=KAFKA_3)
+
+
+@pytest.fixture(scope="session")
+def kafka392_jars(kafka3_jars: Path) -> Path:
+    """Kafka 3.9.2's jar directory (KAFKA_3_9_2), resolved once per session."""
+    return resolve_kafka_jars(release=KAFKA_3_9_2)
 
 
 @pytest.fixture

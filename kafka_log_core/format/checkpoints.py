@@ -33,6 +33,7 @@ from pathlib import Path
 from kafka_log_core import fsutil
 from kafka_log_core.errors import CorruptCheckpointError
 from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.javacompat import parse_java_integer
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -48,7 +49,6 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 _JAVA_WS = "[ \t\n\x0b\f\r]"  # Java regex \s
 _FIELDS = re.compile(_JAVA_WS + "+")
 _META_SPLIT = re.compile(":" + _JAVA_WS + "+")
-_JAVA_NUMBER = re.compile(r"[+-]?\d+")  # \d: Unicode decimal digits, like Character.digit(c, 10)
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 _INT = (-(2**31), 2**31 - 1)
 _LONG = (-(2**63), 2**63 - 1)
@@ -100,10 +100,7 @@ def _lines(data: bytes, path: StrPath | None) -> list[tuple[int, str]]:
 
 
 def _java_number(text: str, bounds: tuple[int, int]) -> int | None:
-    if not _JAVA_NUMBER.fullmatch(text):
-        return None
-    value = int(text)
-    return value if bounds[0] <= value <= bounds[1] else None
+    return parse_java_integer(text, *bounds)
 
 
 def _java_split(line: str) -> list[str]:

@@ -63,7 +63,12 @@ class LogDirState:
 
     @classmethod
     def read(cls, log_dir: str | os.PathLike[str]) -> LogDirState:
+        """The log dir's files; a ``meta.properties`` the broker could not read (an unknown version, a
+        node.id that is no int32: ``MetaProperties.Builder``) is refused as the checkpoints are: the broker
+        takes such a log dir offline (``MetaPropertiesEnsemble.Loader`` puts it in its error log dirs)."""
         d = Path(log_dir)
+        if (d / checkpoints.META_PROPERTIES).exists():
+            checkpoints.read_meta_properties(d / checkpoints.META_PROPERTIES)
         return cls(
             d,
             checkpoints.read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT),

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from kafka_log_core import fsutil
-from kafka_log_core.constants import MAX_LONG
-from kafka_log_core.errors import CorruptDataError, CorruptIndexError
-from kafka_log_core.format import log_file
+from kafka_log_core.constants import MAX_LONG, MIN_LONG
+from kafka_log_core.errors import CorruptDataError, CorruptIndexError, CorruptRecordError
+from kafka_log_core.format import log_file, record_batch
 from kafka_log_core.format.filenames import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -28,6 +28,7 @@ from kafka_log_core.format.filenames import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
+from kafka_log_core.format.index_base import read_index_file
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.offset_index import OffsetIndex, parse_offset_index
 from kafka_log_core.format.time_index import TimeIndex, parse_time_index
@@ -119,13 +120,19 @@ class Segment:
     @cached_property
     def offset_index(self) -> OffsetIndex:
         path = self.index_path
-        data = fsutil.read_regular(path) if path.exists() else b""
+        data = (
+            read_index_file(path, OffsetIndex.KIND, OffsetIndex.ENTRY_SIZE, self.size)
+            if path.exists()
+            else b""
+        )
         return parse_offset_index(data, self.base_offset, path)
 
     @cached_property
     def time_index(self) -> TimeIndex:
         path = self.time_index_path
-        data = fsutil.read_regular(path) if path.exists() else b""
+        data = (
+            read_index_file(path, TimeIndex.KIND, TimeIndex.ENTRY_SIZE, self.size) if path.exists() else b""
+        )
         return parse_time_index(data, self.base_offset, path)
 
     @cached_property
@@ -133,7 +140,7 @@ class Segment:
         path = self.txn_index_path
         if not path.exists():
             return ()
-        return tuple(read_txn_index(path, self.base_offset))
+        return tuple(read_txn_index(path, self.base_offset, self.size))
 
     # ------------------------------------------------------------------ broker's derived values
     @cached_property
@@ -258,3 +265,46 @@ def check_indexes(segment: Segment) -> None:
                 segment.time_index_path,
                 n * 12,
             )
+
+
+def check_batch_offsets(segment: Segment, previous_last: int | None = None) -> int | None:
+    """Refuse a segment whose batches' offsets a broker could never have appended; returns the last offset
+    of its last batch (``previous_last`` when it has none) for the next segment's check.
+
+    The broker refuses an append whose offsets do not increase (``UnifiedLog.append``: offsets out of
+    order, or a first offset below the log end offset), writes a batch's ``lastOffsetDelta`` as its last
+    record's offset delta (or keeps the original one when the cleaner drops that record), and names a
+    segment after the first offset it holds. So, batch by batch in file order: the base offset is at or
+    above the segment's base offset and above the previous batch's last offset (also across segments),
+    ``lastOffsetDelta`` is not negative, and a v2 batch holds no more records than its offsets can number
+    (``records_count <= lastOffsetDelta + 1``). A legacy compressed wrapper (no base offset in its
+    header) is checked by its last offset. One header scan, compiled."""
+    rows = segment.headers()
+    if len(rows) == 0:
+        return previous_last
+    base = rows["base_offset"]
+    last = rows["last_offset"]
+    v2 = rows["magic"] == record_batch.MAGIC
+    first = np.where(v2 | (base >= 0), base, last)  # a legacy wrapper: only its last offset is in the header
+    before = np.concatenate(([MIN_LONG if previous_last is None else previous_last], last[:-1]))
+    problems = [
+        (first < segment.base_offset, "starts below the segment's base offset {segment}"),
+        (v2 & (rows["last_offset_delta"] < 0), "has a negative lastOffsetDelta {delta}"),
+        (v2 & (rows["records_count"] > rows["last_offset_delta"] + 1),
+         "holds {count} records, more than its offsets {base}..{last} can number"),
+        (first <= before, "does not come after the previous batch, which ends at offset {before} (offsets going "
+                          "backwards or overlapping: the broker never appends such a batch)"),
+    ]  # fmt: skip
+    for bad, text in problems:
+        if bad.any():
+            n = int(bad.argmax())
+            detail = text.format(
+                segment=segment.base_offset, delta=int(rows["last_offset_delta"][n]),
+                count=int(rows["records_count"][n]), base=int(first[n]), last=int(last[n]), before=int(before[n]),
+            )  # fmt: skip
+            raise CorruptRecordError(
+                f"the batch of offsets {int(first[n])}..{int(last[n])} {detail}",
+                segment.log_path,
+                int(rows["position"][n]),
+            )
+    return int(last[-1])

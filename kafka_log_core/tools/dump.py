@@ -66,12 +66,14 @@ from kafka_log_core.format import (
     record_batch,
     time_index,
 )
+from kafka_log_core.format.index_base import read_index_file
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry
 from kafka_log_core.format.record_batch import BatchHeader, Record
 from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
-from kafka_log_core.javacompat import JavaHashMap
+from kafka_log_core.format.txn_index import KIND as TXN_KIND
+from kafka_log_core.javacompat import JavaHashMap, parse_java_integer
 
 DEFAULT_MAX_BYTES = MAX_INT  # Kafka's default for --max-bytes: "read everything"
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size: bytes read at each offset-index position
@@ -216,7 +218,8 @@ def _dump_log_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -
 
 
 def _dump_offset_index_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -> Iterator[Line]:
-    index = offset_index.parse_offset_index(_read(file.absolute), _base_offset(file), file.shown)
+    data = read_index_file(file.absolute, offset_index.OffsetIndex.KIND, offset_index.ENTRY_SIZE)
+    index = offset_index.parse_offset_index(data, _base_offset(file), file.shown)
     if len(index) == 0:
         yield Line(f"{file.shown} is empty.")
     elif options.index_sanity_check:
@@ -228,18 +231,22 @@ def _dump_offset_index_file(file: DumpedFile, options: DumpOptions, report: Dump
 
 def _dump_time_index_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -> Iterator[Line]:
     base = _base_offset(file)
-    index = time_index.parse_time_index(_read(file.absolute), base, file.shown)
+    data = read_index_file(file.absolute, time_index.TimeIndex.KIND, time_index.ENTRY_SIZE)
+    index = time_index.parse_time_index(data, base, file.shown)
     if options.index_sanity_check:
         yield sanity_check_line(index, file)
         return
-    offsets = offset_index.parse_offset_index(_read(_existing_sibling(file, ".index")), base)
+    sibling = _existing_sibling(file, ".index")
+    offsets = offset_index.parse_offset_index(
+        read_index_file(sibling, offset_index.OffsetIndex.KIND, offset_index.ENTRY_SIZE), base, sibling
+    )
     with LogReader(_existing_sibling(file, ".log")) as log:
         yield from time_index_lines(index, offsets, log, file, options, report)
 
 
 def _dump_txn_index_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -> Iterator[Line]:
     _base_offset(file)  # Kafka parses it (and fails on a name without one) although it prints nothing of it
-    yield from txn_index_lines(_read(file.absolute), file)
+    yield from txn_index_lines(read_index_file(file.absolute, TXN_KIND, TXN_ENTRY_SIZE), file)
 
 
 def _dump_snapshot_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -> Iterator[Line]:
@@ -316,10 +323,7 @@ def _existing_sibling(file: DumpedFile, suffix: str) -> Path:
 
 def _java_long(text: str) -> int | None:
     """``Long.parseLong``: optional sign and decimal digits, in the signed 64-bit range."""
-    if not re.fullmatch(r"[+-]?\d+", text):
-        return None
-    value = int(text)
-    return value if -(2**63) <= value < 2**63 else None
+    return parse_java_integer(text)
 
 
 def _base_offset(file: DumpedFile) -> int:
@@ -777,10 +781,10 @@ class KafkaIndexLookup:
 
     def __init__(self, index: offset_index.OffsetIndex) -> None:
         self.index = index
-        self.offsets = index.offsets.tolist()
+        self.offsets = _Offsets(index)  # read entry by entry: never the whole index widened
 
     def __call__(self, target: int) -> offset_index.OffsetPosition:
-        offsets, count = self.offsets, len(self.offsets)
+        offsets, count = self.offsets, len(self.index)
         if count == 0:
             return offset_index.OffsetPosition(self.index.base_offset, 0)
         first_hot = max(0, count - 1 - _WARM_INDEX_BYTES // offset_index.ENTRY_SIZE)
@@ -799,6 +803,17 @@ class KafkaIndexLookup:
             else:
                 return self.index.entry(mid)
         return self.index.entry(lo)
+
+
+class _Offsets:
+    """The absolute offset of entry ``n`` of an offset index, read when asked."""
+
+    def __init__(self, index: offset_index.OffsetIndex) -> None:
+        self.relative = index.entries["relative_offset"]
+        self.base = index.base_offset
+
+    def __getitem__(self, n: int) -> int:
+        return self.base + int(self.relative[n])
 
 
 def txn_index_lines(buf: bytes, file: DumpedFile) -> Iterator[Line]:

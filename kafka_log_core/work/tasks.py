@@ -32,6 +32,7 @@ from kafka_log_core.errors import (
     KafkaLogError,
     PartitionBusyError,
     RefusedError,
+    describe_os_error,
 )
 from kafka_log_core.format import compression
 from kafka_log_core.format.filenames import TopicPartition
@@ -125,7 +126,7 @@ def run_guarded(task: PartitionTask, row_type: type[R], body: Callable[[RowDraft
     except KafkaLogError as err:
         row.set(status="failed", reason=str(err))
     except OSError as err:
-        row.set(status="failed", reason=f"{type(err).__name__}: {err}")
+        row.set(status="failed", reason=describe_os_error(err))
     except Exception as err:  # a bug: still one line in the table, with where it happened
         where = traceback.extract_tb(err.__traceback__)[-1]
         row.set(
@@ -367,6 +368,7 @@ def _compact_round(
         if done == 0:
             row.set(reason="; ".join([plan.reason, *notes]))
         return False, False
+    log.check_batch_offsets(plan.first_uncleanable_offset)  # what the round reads: offsets a broker wrote
     if opts.dry_run:
         estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
         records = estimate.records or 0

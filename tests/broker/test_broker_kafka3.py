@@ -12,9 +12,10 @@
    log dir itself.
 
 Compared: segment file names and ``.log`` bytes, and cleaner checkpoints, for both partitions. 3.9.0 and
-3.9.1 lack KAFKA-17076 (spec rule R2.2: keep the round's last batch, as an empty batch), which 4.0 and
-3.9.2 have: on a third copy, ``--kafka-version 3.9.2`` keeps that batch empty where Kafka 3.9.1 dropped it,
-so the release-dependent rule is visible in the bytes.
+3.9.1 lack KAFKA-17076 (spec rule R2.2: keep the round's last batch, as an empty batch), which 3.9.2 and
+4.0 to 4.3 have (4.4 keys it on the high watermark instead, KAFKA-20452): a 3.9.2 broker cleans a third
+copy and our ``compact --kafka-version 3.9.2`` a fourth; they keep that batch empty where Kafka 3.9.1
+dropped it, so the release-dependent rule is visible in the bytes of two real brokers.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tests.broker.test_broker_interop import (
     start_with_spark,
 )
 from tests.kafka_harness import (
+    KafkaBroker,
     SentRecord,
     create_topic,
     describe_topic_configs,
@@ -94,7 +96,7 @@ def dumped_batches(partition_dir: Path, lib_dir: Path) -> list[tuple[int, int, i
 
 
 @pytest.fixture(scope="module")
-def kafka3(kafka3_jars, tmp_path_factory, pytestconfig, request):
+def kafka3(kafka3_jars, kafka392_jars, tmp_path_factory, pytestconfig, request):
     started = time.monotonic()
     timings: dict[str, float] = {}
     work = tmp_path_factory.mktemp("kafka3")
@@ -131,19 +133,28 @@ def kafka3(kafka3_jars, tmp_path_factory, pytestconfig, request):
             shutil.copytree(source.log_dir, d)
         shutil.copytree(source.log_dir, reference.log_dir)
         dirs["kafka"] = reference.log_dir
+        reference_392 = KafkaBroker(
+            work / "kafka-3.9.2-log-dir", work / "kafka-3.9.2", REFERENCE_PROPS, lib_dir=kafka392_jars
+        )
+        shutil.copytree(source.log_dir, reference_392.log_dir)
+        dirs["kafka-3.9.2"] = reference_392.log_dir
         out["dirs"], out["source"] = dirs, source.log_dir
         out["first_uncleanable"] = {
             name: int(segment_files(source.log_dir / name)[-1].name[:20]) for name in PARTITIONS
         }
 
-        t = time.monotonic()
-        reference.start()
-        for name in PARTITIONS:
-            topic, partition = name.rsplit("-", 1)
-            wait_for_broker_cleaning(reference.log_dir, topic, int(partition), out["first_uncleanable"][name])
+        for broker in (reference, reference_392):
+            t = time.monotonic()
+            try:
+                broker.start()
+                for name in PARTITIONS:
+                    topic, partition = name.rsplit("-", 1)
+                    first_uncleanable = out["first_uncleanable"][name]
+                    wait_for_broker_cleaning(broker.log_dir, topic, int(partition), first_uncleanable)
+            finally:
+                broker.stop()
+            timings[f"reference broker {broker.release.version} cleans"] = time.monotonic() - t
         done_ms = int(time.time() * 1000)
-        reference.stop()
-        timings["reference broker cleans"] = time.monotonic() - t
 
         t = time.monotonic()
         runner = CliRunner()
@@ -198,15 +209,17 @@ def test_segment_files_after_our_compaction_are_the_ones_kafkas_cleaner_leaves(k
 
 
 def test_the_round_end_rule_follows_the_release(kafka3):
-    """Kafka 3.9.1 drops the round's last batch when nothing in it survives; 3.9.2 (and 4.x) keeps it
-    empty. Our compaction under --kafka-version 3.9.2 keeps it; everything else is the same."""
+    """Kafka 3.9.1 drops the round's last batch when nothing in it survives; 3.9.2 (as 4.0 to 4.3) keeps it
+    empty. Our compaction under --kafka-version 3.9.2 leaves the files a real 3.9.2 broker's cleaner leaves."""
     code, rows, _ = kafka3["ours-3.9.2"]
     assert code == 0, rows
-    bound = kafka3["first_uncleanable"][f"{TOPIC}-0"]
-    kafka = dumped_batches(kafka3["dirs"]["kafka"] / f"{TOPIC}-0", kafka3["lib"])
-    later = dumped_batches(kafka3["dirs"]["ours-3.9.2"] / f"{TOPIC}-0", kafka3["lib"])
+    dirs, bound = kafka3["dirs"], kafka3["first_uncleanable"][f"{TOPIC}-0"]
+    kafka = dumped_batches(dirs["kafka"] / f"{TOPIC}-0", kafka3["lib"])
+    kafka_392 = dumped_batches(dirs["kafka-3.9.2"] / f"{TOPIC}-0", kafka3["lib"])
     before = [b for b in kafka if b[1] < bound]
     assert before[-1][1] + 1 < bound  # Kafka 3.9.1: the unkeyed batch at the end of the round is gone
-    (kept,) = [b for b in later if b not in kafka]
-    assert kept[1] + 1 == bound and kept[2] == 0  # 3.9.2: kept, empty, ending at the round's bound
-    assert [b for b in later if b != kept] == kafka
+    (kept,) = [b for b in kafka_392 if b not in kafka]
+    assert kept[1] + 1 == bound and kept[2] == 0  # Kafka 3.9.2: kept, empty, ending at the round's bound
+    assert [b for b in kafka_392 if b != kept] == kafka
+    for name in PARTITIONS:
+        assert log_files(dirs["ours-3.9.2"] / name) == log_files(dirs["kafka-3.9.2"] / name), name

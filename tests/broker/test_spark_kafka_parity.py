@@ -81,6 +81,9 @@ def _open_transaction(bootstrap: str, records: list[SentRecord]):
         {
             "bootstrap.servers": bootstrap,
             "transactional.id": "parity-open",
+            # open until the broker stops, however long Spark takes (the coordinator aborts a transaction
+            # older than this: librdkafka's 60 s default was passed on a loaded machine)
+            "transaction.timeout.ms": 900_000,  # the broker's transaction.max.timeout.ms
             "enable.idempotence": True,
             "batch.size": SMALL_BATCH_BYTES,
             "linger.ms": 5,
