@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -261,13 +262,11 @@ SOLO = {
 }
 
 
-def _marked(cases: dict, owner_of: Callable[[object], str | None]) -> list:
-    params = []
-    for name, case in cases.items():
-        owner = owner_of(case)
-        marks = [pytest.mark.xfail(strict=True, reason=owner)] if owner else []
-        params.append(pytest.param(case, id=name, marks=marks))
-    return params
+def case_param(*values: object, name: str, owner: str | None):
+    """A case as a test parameter: expected to fail (strictly) while its ``owner`` has not landed the fix."""
+    return pytest.param(
+        *values, id=name, marks=[pytest.mark.xfail(strict=True, reason=owner)] if owner else []
+    )
 
 
 def check_run(run: Run, *, exit: int) -> None:
@@ -280,14 +279,14 @@ def check_run(run: Run, *, exit: int) -> None:
 
 
 def one_line(run: Run, pattern: str) -> str:
-    import re
-
     matching = [line for line in run.lines() if re.search(pattern, line)]
     assert len(matching) == 1, f"expected one line matching {pattern!r}\n{run.describe()}"
     return matching[0]
 
 
-@pytest.mark.parametrize("case", _marked(SOLO, lambda c: c.owner))
+@pytest.mark.parametrize(
+    "case", [case_param(case, name=name, owner=case.owner) for name, case in SOLO.items()]
+)
 def test_hostile_input_to_a_command_gets_one_line_and_changes_nothing(tmp_path, case: Solo):
     args = case.build(tmp_path)
     before = tree_state(tmp_path)
@@ -454,35 +453,10 @@ def check_case(group: GroupRun, case: InLogDir, exit: int) -> None:
     row = group.rows.get(case.row)
     assert row is not None, f"no row for {case.row}: {sorted(group.rows)}\n{group.run.describe()}"
     assert row["status"] == case.status, row
-    import re
-
     assert re.search(case.reason, row["reason"] or ""), row["reason"]
     assert "\n" not in (row["reason"] or "")
     for d in case.unchanged:
         assert group.after[d] == group.before[d], f"{d} changed"
-
-
-@pytest.fixture(scope="module")
-def hostile_compact(tmp_path_factory) -> GroupRun:
-    root = tmp_path_factory.mktemp("hostile-compact")
-    return run_group(root, HOSTILE_RUN, ["compact", "--set", "cleanup.policy=compact", "--now-ms", NOW])
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("case", _marked(HOSTILE_RUN, lambda c: c.owner))
-def test_compact_refuses_or_skips_a_hostile_partition_and_cleans_the_rest(hostile_compact, case: InLogDir):
-    check_case(hostile_compact, case, exit=1)
-    good = hostile_compact.rows.get(("good", 0))
-    assert good is not None and good["status"] == "cleaned", good
-
-
-@pytest.mark.spark
-def test_an_alias_of_a_partition_gets_no_checkpoint_entry_and_the_partition_is_cleaned_once(hostile_compact):
-    cleaner = hostile_compact.checkpoints["cleaner-offset-checkpoint"].split("\n")
-    topics = {line.split(" ")[0] for line in cleaner[2:] if line}
-    assert "x" not in topics and "good" in topics, cleaner
-    good = hostile_compact.rows[("good", 0)]
-    assert good["records_after"] == 3, good  # k0, k1, k2: cleaned once, its last values kept
 
 
 # ------------------------------------------------------------------- bombs and count lies in compact
@@ -522,20 +496,7 @@ CODECS_RUN["compact: a batch header claiming 2^31-1 records"] = InLogDir(
 )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def codecs_compact(tmp_path_factory) -> GroupRun:
-    root = tmp_path_factory.mktemp("codecs-compact")
-    args = ["compact", "--set", "cleanup.policy=compact", "--now-ms", NOW, "--master", "local[1]"]
-    return run_group(root, CODECS_RUN, args)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("case", _marked(CODECS_RUN, lambda c: c.owner))
-def test_compact_refuses_a_compression_bomb_or_a_count_lie_within_its_memory(codecs_compact, case: InLogDir):
-    check_case(codecs_compact, case, exit=1)
-
-
-# ------------------------------------------- i24-recovery: an unclean dir with a flipped bit mid-log
+# ------------------------------------------------------ an unclean dir with a flipped bit mid-log
 def _flipped_bit_in_a_sealed_middle_segment(ld: Path) -> None:
     """Four sealed segments of 200 records and an active one, no clean shutdown, recovery point 0: a bit
     flipped in the second segment. Kafka's loader would truncate there and delete the segments after it."""
@@ -564,20 +525,7 @@ RECOVERY_RUN = {
 }
 
 
-@pytest.fixture(scope="module")
-def recovery_compact(tmp_path_factory) -> GroupRun:
-    root = tmp_path_factory.mktemp("recovery-compact")
-    return run_group(root, RECOVERY_RUN, ["compact", "--set", "cleanup.policy=compact", "--now-ms", NOW],
-                     clean=False)  # fmt: skip
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("case", _marked(RECOVERY_RUN, lambda c: c.owner))
-def test_compact_never_truncates_valid_data_after_an_invalid_batch(recovery_compact, case: InLogDir):
-    check_case(recovery_compact, case, exit=1)
-
-
-# ------------------------------------------------ i24-recovery: export never skips or duplicates silently
+# ------------------------------------------------------------- export never skips or duplicates silently
 def _torn_sealed_segment(ld: Path) -> None:
     d = ld / "torn-0"
     log = segment(
@@ -635,13 +583,68 @@ EXPORT_RUN = {
 }
 
 
+# ------------------------------------------------------------------------ the groups and their runs
+@dataclass(frozen=True)
+class Group:
+    """A job run once over a log dir holding its ``cases`` and a healthy partition, which must end with
+    ``healthy`` (processed as usual beside the hostile ones)."""
+
+    cases: dict[str, InLogDir]
+    args: Callable[[Path], list[object]]  # the job's arguments, from the group's root directory
+    healthy: str
+    clean: bool = True
+
+
+_COMPACT = ["compact", "--set", "cleanup.policy=compact", "--now-ms", NOW]
+GROUPS = {
+    "compact": Group(HOSTILE_RUN, lambda root: _COMPACT, "cleaned"),
+    "compact, bombs and count lies": Group(
+        CODECS_RUN, lambda root: [*_COMPACT, "--master", "local[1]"], "cleaned"
+    ),
+    "compact, an unclean dir": Group(RECOVERY_RUN, lambda root: _COMPACT, "cleaned", clean=False),
+    "export": Group(
+        EXPORT_RUN, lambda root: ["export", "--view", "records", "--out", root / "table"], "exported"
+    ),
+}
+
+
 @pytest.fixture(scope="module")
-def export_run(tmp_path_factory) -> GroupRun:
-    root = tmp_path_factory.mktemp("hostile-export")
-    return run_group(root, EXPORT_RUN, ["export", "--view", "records", "--out", root / "table"])
+def group_run(tmp_path_factory) -> Callable[[str], GroupRun]:
+    """Each group's run, made when a test first needs it and shared by its cases."""
+    runs: dict[str, GroupRun] = {}
+
+    def get(name: str) -> GroupRun:
+        if name not in runs:
+            group = GROUPS[name]
+            root = tmp_path_factory.mktemp("hostile-group")
+            runs[name] = run_group(root, group.cases, [str(a) for a in group.args(root)], clean=group.clean)
+        return runs[name]
+
+    return get
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("case", _marked(EXPORT_RUN, lambda c: c.owner))
-def test_export_fails_a_partition_it_cannot_read_whole_and_says_where(export_run, case: InLogDir):
-    check_case(export_run, case, exit=1)
+@pytest.mark.parametrize(
+    "group,case",
+    [
+        case_param(name, case, name=case_name, owner=case.owner)
+        for name, group in GROUPS.items()
+        for case_name, case in group.cases.items()
+    ],
+)  # fmt: skip
+def test_a_spark_job_fails_or_skips_a_hostile_partition_with_one_line_and_does_the_rest(
+    group_run, group, case
+):
+    run = group_run(group)
+    check_case(run, case, exit=1)
+    healthy_row = run.rows.get(("good", 0))
+    assert healthy_row is not None and healthy_row["status"] == GROUPS[group].healthy, healthy_row
+
+
+@pytest.mark.spark
+def test_an_alias_of_a_partition_gets_no_checkpoint_entry_and_the_partition_is_cleaned_once(group_run):
+    run = group_run("compact")
+    cleaner = run.checkpoints["cleaner-offset-checkpoint"].split("\n")
+    topics = {line.split(" ")[0] for line in cleaner[2:] if line}
+    assert "x" not in topics and "good" in topics, cleaner
+    assert run.rows[("good", 0)]["records_after"] == 3, run.rows[("good", 0)]  # k0, k1, k2: cleaned once
