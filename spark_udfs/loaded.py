@@ -80,7 +80,7 @@ class Clusters:
 
 
 def open_as_loaded(source, fail_on_data_loss: bool, clusters: Clusters) -> Loaded:
-    """``source`` (a planning.PartitionSource) as the loader would leave it; see the module docstring."""
+    """``source`` (a listing.PartitionTask) as the loader would leave it; see the module docstring."""
     directory = Path(source.log_dir) / source.tp.dir_name
     ckpt = source.checkpoints
     as_is = PartitionLog.open(source.log_dir, source.tp, ckpt)

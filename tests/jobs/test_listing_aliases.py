@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from jobs import common
+from jobs import context
 from tests.hostile import kafka_python_batch
 
 
@@ -22,7 +22,7 @@ def _log_dir(path, *names):
 def test_a_log_dir_given_twice_under_two_names_is_listed_once(tmp_path):
     logs = _log_dir(tmp_path / "logs", "orders-0", "orders-1")
     os.symlink(logs, tmp_path / "same")
-    listing = common.list_tasks([str(logs), str(tmp_path / "same")], None, writing=False)
+    listing = context.list_tasks([str(logs), str(tmp_path / "same")], None, writing=False)
     assert sorted((t.topic, t.partition) for t in listing.tasks) == [("orders", 0), ("orders", 1)]
     assert any("is the same directory as --log-dir" in note for note in listing.notes)
 
@@ -31,10 +31,10 @@ def test_a_partition_directory_reached_from_a_second_log_dir_is_skipped_there(tm
     first = _log_dir(tmp_path / "a", "orders-0")
     second = _log_dir(tmp_path / "b", "payments-0")
     os.symlink(first / "orders-0", second / "orders-0")
-    listing = common.list_tasks([str(first), str(second)], None, writing=False)
+    listing = context.list_tasks([str(first), str(second)], None, writing=False)
     assert sorted((os.path.basename(t.log_dir), t.topic) for t in listing.tasks) == [
         ("a", "orders"),
         ("b", "payments"),
     ]
     (row,) = listing.skipped
-    assert row["status"] == "skipped" and row["log_dir"] == str(second) and "an alias" in row["reason"]
+    assert row.status == "skipped" and row.log_dir == str(second) and "an alias" in row.reason
