@@ -572,14 +572,14 @@ EXPORT_RUN = {
         "failed",
         rf"pastend-0/{SEG0}\.log.*position",
         ("pastend-0",),
-    ),
+    ),  # fmt: skip
     "export: offsets going backwards": InLogDir(
         _backwards_export,
         ("backwards", 0),
         "failed",
         rf"backwards-0/{SEG0}\.log.*position",
         ("backwards-0",),
-    ),
+    ),  # fmt: skip
 }
 
 
