@@ -200,10 +200,11 @@ def command(job: JobContext, fmt: str | None, out: str | None, no_duplicate_shar
     fmt = fmt or job.output.fmt or format_of(out) or job.output.resolved()
     if fmt == "parquet" and not out:
         raise click.UsageError("--format parquet needs --out PATH")
-    listing = job.listing(writing=False)  # mistakes said before Spark starts
+    spark_started = job.start_spark("report")  # Spark's core, while the job lists and reads settings
+    listing = job.listing(writing=False)  # mistakes said at once
     configs = job.configs()
     opts = job.options(dry_run=True)
-    spark = job.spark("report")
+    spark = spark_started()
     rows = run(
         spark,
         job.log_dirs,
