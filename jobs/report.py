@@ -3,7 +3,7 @@
 spark-submit jobs/report.py --log-dir /data/kafka-logs [--format table|json|csv|parquet|html] [--out PATH]
 kafka-log-jobs report --log-dir /data/kafka-logs [options]
 
-Rows come from ``kafka_log_core.work.report.report_partition``, one Spark task per partition directory,
+Rows come from ``kafka_log_core.work.report.report_partition``, partitions sharing Spark tasks in bins,
 sorted filthiest (highest dirty ratio) first. JSON on standard output is the bare array of rows.
 """
 
