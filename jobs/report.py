@@ -3,9 +3,8 @@
 spark-submit jobs/report.py --log-dir /data/kafka-logs [--format table|json|csv|parquet|html] [--out PATH]
 kafka-log-jobs report --log-dir /data/kafka-logs [options]
 
-Rows come from ``kafka_log_core.work.report.report_partition`` per partition directory (in bins of
-partitions sharing a Spark task, :mod:`jobs.bins`), sorted filthiest (highest dirty ratio) first. JSON on
-standard output is the bare array of rows.
+Rows come from ``kafka_log_core.work.report.report_partition``, partitions sharing Spark tasks in bins,
+sorted filthiest (highest dirty ratio) first. JSON on standard output is the bare array of rows.
 """
 
 from __future__ import annotations
