@@ -107,12 +107,13 @@ def sweep(work: Path, counts: tuple[int, ...], jobs: tuple[str, ...]) -> dict:
             log(f"{job}: {n} partitions, then their {max(fleet.dirty, 1)} dirty ones alone")
             on_all, on_dirty = run_job(job, full, work), run_job(job, alone, work)
             idle = n - fleet.dirty
-            out["jobs"][job][str(n)] = {
+            out["jobs"][job][str(n)] = measured = {
                 "all": on_all,
                 "dirty_alone": on_dirty,
                 "partitions_per_second": n / on_all["seconds"],
                 "cpu_ms_per_idle_partition": 1000 * (on_all["cpu_seconds"] - on_dirty["cpu_seconds"]) / idle,
             }
+            log(f"{job} {n}: " + json.dumps(measured))  # a long sweep cut short keeps what it measured
         shutil.rmtree(full, ignore_errors=True)
         shutil.rmtree(alone, ignore_errors=True)
     if len(counts) >= 2:
@@ -128,6 +129,7 @@ def broker_like(work: Path, partitions: int, dirty: int) -> dict:
     full, alone, _ = fleet_dirs(work, partitions, dirty / partitions)
     log(f"compact: {partitions} partitions with {dirty} dirty, and the {dirty} alone")
     on_all, on_dirty = run_job("compact", full, work), run_job("compact", alone, work)
+    log(f"broker-like: {json.dumps({'all': on_all, 'dirty_alone': on_dirty})}")
     shutil.rmtree(full, ignore_errors=True)
     shutil.rmtree(alone, ignore_errors=True)
     return {"partitions": partitions, "dirty": dirty, "all": on_all, "dirty_alone": on_dirty,
