@@ -15,7 +15,7 @@ address with the C signature, nothing else.
 from __future__ import annotations
 
 import ctypes
-import os
+import importlib.util
 import threading
 
 import numpy as np
@@ -87,11 +87,8 @@ def _load(path: str) -> ctypes.CDLL | None:
 
 
 def _zstd_library() -> ctypes.CDLL | None:
-    import zstandard
-
-    folder = os.path.dirname(zstandard.__file__)
-    names = sorted(n for n in os.listdir(folder) if n.startswith("_cffi") and n.endswith(".so"))
-    lib = _load(os.path.join(folder, names[0])) if names else None
+    spec = importlib.util.find_spec("zstandard._cffi")  # where the module is, without importing it
+    lib = _load(spec.origin) if spec is not None and spec.origin else None
     if lib is None or not hasattr(lib, "ZSTD_decompressDCtx") or not hasattr(lib, "ZSTD_compress2"):
         return None
     lib.ZSTD_createDCtx.restype = lib.ZSTD_createCCtx.restype = ctypes.c_void_p
