@@ -12,7 +12,6 @@ import click
 
 from jobs import common, compact, export, package, report, retain
 from kafka_log_core.errors import KafkaLogError, describe_os_error
-from kafka_log_core.format import compression
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -134,16 +133,7 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
     help="Largest batch read at an offset-index position.",
 )
 @click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
-@click.option(
-    compression.LIMIT_OPTION,
-    "max_batch_bytes",
-    type=click.IntRange(min=1),
-    default=compression.MAX_BATCH_BYTES,
-    show_default=True,
-    metavar="BYTES",
-    help="The most one batch's records may decompress to (a larger batch is an error, as a compression bomb "
-    "would be).",
-)
+@common.max_batch_bytes_option
 def dump(
     files: tuple[str, ...],
     deep_iteration: bool,

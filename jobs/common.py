@@ -40,10 +40,16 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from jobs import progress
+from jobs import bins, progress
 from kafka_log_core.errors import KafkaLogError, describe_os_error
+from kafka_log_core.format import compression
 from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
-from kafka_log_core.format.filenames import list_partition_dirs, parse_segment_file, scan_partition_dirs
+from kafka_log_core.format.filenames import (
+    LOG_SUFFIX,
+    list_partition_dirs,
+    parse_segment_file,
+    scan_partition_dirs,
+)
 from kafka_log_core.log import locks
 from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.rules import recovery
@@ -189,6 +195,19 @@ def shared_options(func: Callable) -> Callable:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+# compact and dump: the most one batch's records may decompress to (``compression.MAX_BATCH_BYTES``)
+max_batch_bytes_option = click.option(
+    compression.LIMIT_OPTION,
+    "max_batch_bytes",
+    type=click.IntRange(min=1),
+    default=compression.MAX_BATCH_BYTES,
+    show_default=True,
+    metavar="BYTES",
+    help="The most one batch's records may decompress to: a larger batch is refused as a compression bomb would "
+    "be (its partition fails, nothing changes); raise it for a topic whose batches are larger.",
+)
 
 
 def topic_pattern(topic_regex: str | None) -> re.Pattern | None:
@@ -494,44 +513,59 @@ def run_job(
 
 
 def partition_bytes(task: PartitionTask) -> int:
-    """On-disk size of a partition directory as the driver sees it (0 when it cannot be read)."""
+    """Bytes of a partition directory's ``.log`` files as the driver sees them (0 when it cannot be read):
+    what its task reads, to size the Spark tasks and start the largest first. One ``stat`` per segment
+    (the index and checkpoint files are small beside them)."""
     try:
-        with os.scandir(Path(task.log_dir) / task.tp.dir_name) as entries:
+        with os.scandir(os.path.join(task.log_dir, task.tp.dir_name)) as entries:
             return sum(
-                e.stat(follow_symlinks=False).st_size for e in entries if e.is_file(follow_symlinks=False)
+                e.stat(follow_symlinks=False).st_size
+                for e in entries
+                if e.name.endswith(LOG_SUFFIX) and e.is_file(follow_symlinks=False)
             )
     except OSError:
         return 0
-
-
-def largest_first(tasks: Sequence[PartitionTask], sizes: Sequence[int] | None = None) -> list[int]:
-    """Indexes of ``tasks`` by on-disk size, largest first (ties keep the listing order), so that one
-    huge partition starts at once instead of after all the small ones."""
-    if sizes is None:
-        sizes = [partition_bytes(t) for t in tasks]
-    return sorted(range(len(tasks)), key=lambda i: -sizes[i])
 
 
 def run_distributed(
     spark, tasks: list[PartitionTask], fn: Callable[[PartitionTask], dict], row_type: type | None = None,
     title: str | None = None,
 ) -> list[dict]:  # fmt: skip
-    """Map ``fn`` over the tasks, one Spark task per partition directory, the largest partitions
-    started first; the rows come back in the order of ``tasks``. With a ``title``, the progress is shown
-    as the partitions finish (:mod:`jobs.progress`)."""
+    """Map ``fn`` over the tasks in Spark tasks that each run a bin of partitions (:mod:`jobs.bins`: sized
+    by bytes, the largest partitions started first); the rows come back in the order of ``tasks``. With a
+    ``title``, the progress is shown as the partitions finish (:mod:`jobs.progress`)."""
     if not tasks:
         return []
     sizes = [partition_bytes(t) for t in tasks]
-    order = largest_first(tasks, sizes)
     guarded = functools.partial(on_executor, fn=fn, row_type=row_type)
     shown = None
     if title is not None:
+        order = bins.launch_order(sizes, spark.sparkContext.defaultParallelism)
         shown = progress.Progress(title, [tasks[i].tp.dir_name for i in order], [sizes[i] for i in order])
-    rows = map_in_order(spark, [tasks[i] for i in order], guarded, shown)
-    out: list[dict] = [{}] * len(tasks)
-    for i, row in zip(order, rows, strict=True):
-        out[i] = row
-    return out
+    failed = functools.partial(failed_row, row_type=row_type)
+    return bins.run_bins(
+        spark, tasks, sizes, guarded, failed, environment_failure, shown=shown, what=title or "job"
+    )
+
+
+def failed_row(task: PartitionTask, reason: str, row_type: type | None = None) -> dict:
+    """A failed result row for ``task`` (of ``row_type``, when given)."""
+    row = dict(log_dir=task.log_dir, topic=task.topic, partition=task.partition, status="failed", reason=reason,
+               duration_ms=0)  # fmt: skip
+    return row if row_type is None else dataclasses.asdict(row_type(**row))
+
+
+def environment_failure(message: str) -> click.ClickException | None:
+    """The one line a job stops with when a Spark task failed before our code ran, because of the
+    executors' Python (None for any other failure)."""
+    hint = _environment_hint(message)
+    if hint is None:
+        return None
+    return click.ClickException(
+        f"{hint}: ship the job's environment built from this checkout (`make dist`, then spark-submit "
+        "--archives dist/kafka-log-jobs-env.tar.gz#environment --conf "
+        "spark.pyspark.python=./environment/bin/python; see the README's cluster section)"
+    )
 
 
 def map_in_order(spark, tasks: Sequence, fn: Callable, shown: progress.Progress | None = None) -> list:
@@ -542,18 +576,14 @@ def map_in_order(spark, tasks: Sequence, fn: Callable, shown: progress.Progress 
     done = sc.accumulator([], progress.DoneList()) if shown is not None else None
     rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks))
     watching = shown.watching(sc, done) if shown is not None else contextlib.nullcontext()
-    try:
-        with watching:
+    with watching:
+        try:
             return rdd.map(functools.partial(_reporting, fn=fn, done=done)).collect()
-    except Exception as err:
-        hint = _environment_hint(str(err))
-        if hint is None:
-            raise
-        raise click.ClickException(
-            f"{hint}: ship the job's environment built from this checkout (`make dist`, then spark-submit "
-            "--archives dist/kafka-log-jobs-env.tar.gz#environment --conf "
-            "spark.pyspark.python=./environment/bin/python; see the README's cluster section)"
-        ) from None
+        except Exception as err:
+            stop = environment_failure(str(err))
+            if stop is None:
+                raise
+            raise stop from None
 
 
 def _reporting(item: tuple[int, object], fn: Callable, done) -> object:
@@ -584,17 +614,15 @@ def on_executor(
     """What a Spark task runs: ``fn`` on the partition, or a failed row (of ``row_type``, when given) naming
     this host and the directory when this executor does not see it (log dirs must be at the same path on
     every node)."""
-    directory = Path(task.log_dir) / task.tp.dir_name
-    if directory.is_dir():
+    if os.path.isdir(os.path.join(task.log_dir, task.tp.dir_name)):
         return fn(task)
+    directory = Path(task.log_dir) / task.tp.dir_name
     missing = directory if Path(task.log_dir).is_dir() else Path(task.log_dir)
     reason = (
         f"{missing}: no such directory on executor host {socket.gethostname()} (the driver listed it: "
         "every node must see the log dirs at the same path, on a shared filesystem)"
     )
-    row = dict(log_dir=task.log_dir, topic=task.topic, partition=task.partition, status="failed", reason=reason,
-               duration_ms=0)  # fmt: skip
-    return row if row_type is None else dataclasses.asdict(row_type(**row))
+    return failed_row(task, reason, row_type)
 
 
 def emit(

@@ -14,7 +14,6 @@ import click
 
 from jobs import common
 from jobs.split import SparkSplitRunner
-from kafka_log_core.format import compression
 from kafka_log_core.work.rows import CompactRow
 from kafka_log_core.work.tasks import ALL_ROUNDS, SPLIT, compact_partition
 
@@ -80,16 +79,7 @@ def parse_rounds(ctx, param, value) -> int:
     help="Clean a partition whose cleanable section exceeds BYTES in one round over "
     "every key, cut into parallel tasks (0: always).",
 )
-@click.option(
-    compression.LIMIT_OPTION,
-    "max_batch_bytes",
-    type=click.IntRange(min=1),
-    default=compression.MAX_BATCH_BYTES,
-    show_default=True,
-    metavar="BYTES",
-    help="The most one batch's records may decompress to (a larger batch fails its partition, as a compression "
-    "bomb would); raise it for a topic whose batches are larger.",
-)
+@common.max_batch_bytes_option
 def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
             assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover,
             recover_truncating, output, report_path, master, verbose, dry_run, rounds, split_above,

@@ -54,19 +54,19 @@ class Segment:
         return cls(Path(directory), base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
 
     # ------------------------------------------------------------------ files
-    @property
+    @cached_property
     def log_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, LOG_SUFFIX)
 
-    @property
+    @cached_property
     def index_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, INDEX_SUFFIX)
 
-    @property
+    @cached_property
     def time_index_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, TIME_INDEX_SUFFIX)
 
-    @property
+    @cached_property
     def txn_index_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX)
 
