@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
-from jobs import common, compact, export, package, report, retain
+from jobs import compact, export, options, package, report, retain
+from jobs.context import topic_pattern
 from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
@@ -38,21 +40,8 @@ main.add_command(export.command)
 
 
 @main.command()
-@click.option(
-    "--log-dir",
-    "log_dirs",
-    multiple=True,
-    required=True,
-    type=click.Path(file_okay=False, exists=True),
-    help="A Kafka log.dirs entry (repeatable).",
-)
-@click.option(
-    "--topic",
-    "topic_regex",
-    default=None,
-    callback=common.check_topic_regex,
-    help="Only topics matching this regex (full match).",
-)
+@options.log_dir_option(exists=True)
+@options.topic_option()
 @click.option(
     "--time",
     "timestamp",
@@ -62,7 +51,7 @@ main.add_command(export.command)
 )
 def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) -> None:
     """Offsets per partition as kafka-get-offsets prints them (topic:partition:offset), from the indexes."""
-    from kafka_log_core.format.filenames import list_partition_dirs
+    from kafka_log_core.log.listing import log_dir_partitions
     from kafka_log_core.log.partition_log import LogDirState, PartitionLog
     from kafka_log_core.tools.offsets import offset_for_time
 
@@ -74,7 +63,7 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
         ) from None
     if when < -3:
         raise click.BadParameter(f"{when} is not -1, -2, -3 or a timestamp in ms", param_hint="'--time'")
-    pattern = common.topic_pattern(topic_regex)
+    pattern = topic_pattern(topic_regex)
     failed = 0
     for log_dir in log_dirs:
         try:
@@ -83,7 +72,7 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
             click.echo(f"error: {err}", err=True)
             failed += 1
             continue
-        for tp, _ in list_partition_dirs(log_dir):
+        for tp in log_dir_partitions(Path(log_dir))[1]:
             if pattern is not None and not pattern.fullmatch(tp.topic):
                 continue
             try:
@@ -133,7 +122,7 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
     help="Largest batch read at an offset-index position.",
 )
 @click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
-@common.max_batch_bytes_option
+@options.max_batch_bytes_option
 def dump(
     files: tuple[str, ...],
     deep_iteration: bool,

@@ -22,9 +22,13 @@ from dataclasses import dataclass
 
 import click
 
-from jobs import common
+from jobs import options, output, runner
+from jobs.context import JobContext
+from jobs.output import row_schema
 from kafka_log_core.errors import KafkaLogError, UsageError
 from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.listing import PartitionTask
+from kafka_log_core.work.outcome import Status
 from kafka_log_core.work.rows import Int32
 from spark_udfs import packages, planning
 from spark_udfs.errors import PartitionReadError, failed_partition
@@ -46,7 +50,7 @@ class ExportRow:
     duration_ms: int | None = None  # the jobs' common column; an export is one Spark job, not per partition
 
 
-SCHEMA = common.row_schema(ExportRow)
+SCHEMA = row_schema(ExportRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 VIEWS = ("latest", "records")
 FORMATS = ("parquet", "delta")
@@ -86,7 +90,7 @@ def _assign(options: dict[str, str], partitions: Sequence[TopicPartition]) -> di
     return {**narrowed, "assign": json.dumps(topics)}
 
 
-def list_partitions(options: dict[str, str]) -> list[planning.PartitionSource]:
+def list_partitions(options: dict[str, str]) -> list[PartitionTask]:
     """The partitions an export reads (a bad option or log dir raises UsageError)."""
     return planning.find_partitions(ReadOptions.parse(options))
 
@@ -101,7 +105,9 @@ def check_partitions(spark, options: dict[str, str]) -> dict[TopicPartition, Exp
     for source, outcome in planned:
         if isinstance(outcome, PartitionReadError):
             reason = str(outcome.__cause__ or outcome)
-            failed[source.tp] = ExportRow(source.log_dir, source.topic, source.partition, "failed", reason)
+            failed[source.tp] = ExportRow(
+                source.log_dir, source.topic, source.partition, Status.FAILED, reason
+            )
     splits = planning.splits_of(planned, read)
     if splits:
         found = spark.sparkContext.parallelize(splits, len(splits)).map(
@@ -110,7 +116,7 @@ def check_partitions(spark, options: dict[str, str]) -> dict[TopicPartition, Exp
         for split, reason in zip(splits, found.collect(), strict=True):
             s = split.source
             if reason is not None and s.tp not in failed:
-                failed[s.tp] = ExportRow(s.log_dir, s.topic, s.partition, "failed", reason)
+                failed[s.tp] = ExportRow(s.log_dir, s.topic, s.partition, Status.FAILED, reason)
     return failed
 
 
@@ -129,7 +135,7 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
     sources = list_partitions(options)
     failed = check_partitions(spark, options)
     for row in failed.values():
-        common.tell(f"{row.log_dir}: {row.topic}-{row.partition}: {row.reason}")
+        output.tell(f"{row.log_dir}: {row.topic}-{row.partition}: {row.reason}")
     while True:
         todo = [s for s in sources if s.tp not in failed]
         if not todo:
@@ -148,7 +154,7 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
             if tp in failed or tp not in {s.tp for s in todo}:
                 raise
             failed[tp] = ExportRow(
-                found.log_dir, tp.topic, tp.partition, status="failed", reason=found.reason
+                found.log_dir, tp.topic, tp.partition, status=Status.FAILED, reason=found.reason
             )
     counts = _read_back(spark, settings) if len(failed) < len(sources) else {}
     rows = []
@@ -158,10 +164,10 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
             continue
         n, first, last = counts.get((s.topic, s.partition), (0, None, None))
         row = ExportRow(
-            s.log_dir, s.topic, s.partition, "exported", rows=n, first_offset=first, last_offset=last
+            s.log_dir, s.topic, s.partition, Status.EXPORTED, rows=n, first_offset=first, last_offset=last
         )
         rows.append(dataclasses.asdict(row))
-    return sorted(rows, key=common.by_partition)
+    return sorted(rows, key=runner.by_partition)
 
 
 def _write(df, settings: ExportSettings) -> None:
@@ -192,21 +198,12 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 
 @click.command("export")
-@click.option(
-    "--log-dir",
-    "log_dirs",
-    multiple=True,
-    required=True,
-    type=click.Path(file_okay=False),
-    help="A Kafka log.dirs entry (repeatable; several = one JBOD broker).",
-)
-@click.option(
-    "--topic",
-    "topic_regex",
-    default=None,
-    callback=common.check_topic_regex,
-    help="Only topics matching this regex (full match).",
-)
+@options.job_context(
+    [options.log_dir_option(help="A Kafka log.dirs entry (repeatable; several = one JBOD broker)."),
+     options.topic_option()],
+    options.OUTPUT,
+    options.SPARK,
+)  # fmt: skip
 @click.option("--out", required=True, help="Where the table goes (a directory; replaced).")
 @click.option(
     "--view",
@@ -238,28 +235,11 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     metavar="KEY=VALUE",
     help="Any kafka-log read option, e.g. startingOffsets={...} or includeBatchColumns=true.",
 )
-@click.option(
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default=None,
-    help="Result format on standard output (default: table on a terminal, else json).",
-)
-@click.option(
-    "--report-path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the result table to PATH (.json or .parquet).",
-)
-@click.option("--master", default=None, help="Spark master URL (default: spark-submit's, else local[*]).")
-@click.option(
-    "--verbose", is_flag=True, help="Show Spark's own start-up lines and warnings (default: errors only)."
-)
-def command(log_dirs, topic_regex, out, view, fmt, isolation_level, include_headers, more_options, output,
-            report_path, master, verbose):  # fmt: skip
+def command(job: JobContext, out, view, fmt, isolation_level, include_headers, more_options):  # fmt: skip
     """Write topics as a table (Parquet or Delta, partitioned by topic): the latest view or the records."""
     settings = ExportSettings(out, view, fmt, isolation_level, include_headers, _key_values(more_options))
     try:
-        list_partitions(source_options(log_dirs, topic_regex, settings))
+        list_partitions(source_options(job.log_dirs, job.topic_regex, settings))
     except UsageError as err:
         raise click.UsageError(str(err)) from err
     except KafkaLogError as err:  # e.g. a malformed checkpoint: the broker would take the log dir offline
@@ -270,7 +250,7 @@ def command(log_dirs, topic_regex, out, view, fmt, isolation_level, include_head
         if fmt == "delta"
         else {}
     )
-    spark = common.spark_session(master, "kafka-log-jobs export", conf=conf, verbose=verbose)
+    spark = job.spark("export", conf)
     if fmt == "delta" and not packages.has_delta(spark):
         raise click.UsageError(
             f"--format delta needs Delta Lake in the Spark session: spark-submit --packages "
@@ -278,12 +258,12 @@ def command(log_dirs, topic_regex, out, view, fmt, isolation_level, include_head
             f"--conf spark.sql.catalog.spark_catalog={packages.DELTA_CATALOG} jobs/export.py ..."
         )
     try:
-        rows = run(spark, log_dirs, topic_regex, settings)
+        rows = run(spark, job.log_dirs, job.topic_regex, settings)
     except Exception as err:  # a Spark failure that names no partition: one line, not a traceback
         click.echo(f"error: export to {out} failed: {_first_line(err)}", err=True)
         sys.exit(1)
-    common.emit(rows, SCHEMA, COLUMNS, spark, output, report_path, f"export ({view}, {fmt}) to {out}")
-    sys.exit(common.exit_status(rows))
+    job.output.emit(rows, SCHEMA, f"export ({view}, {fmt}) to {out}")
+    sys.exit(output.exit_status(rows))
 
 
 def _first_line(err: BaseException) -> str:

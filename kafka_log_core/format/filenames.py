@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG
 from kafka_log_core.errors import UsageError
 from kafka_log_core.javacompat import parse_java_integer
@@ -36,6 +36,8 @@ TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 SNAPSHOT_SUFFIX = ".snapshot"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+#: A segment's own files, ``.log`` first (a ``.snapshot`` belongs to the producer state).
+SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 DELETED_MARKER = ".deleted"
 CLEANED_MARKER = ".cleaned"
@@ -199,7 +201,7 @@ def scan_partition_dirs(log_dir: str | os.PathLike[str]) -> PartitionDirs:
     (else the first)."""
     candidates: list[tuple[bool, str, TopicPartition, Path, tuple[int, int]]] = []
     skipped: list[SkippedDir] = []
-    with os.scandir(log_dir) as entries:
+    with storage.scandir(log_dir) as entries:
         for entry in entries:
             if not entry.is_dir():
                 continue
@@ -219,7 +221,7 @@ def scan_partition_dirs(log_dir: str | os.PathLike[str]) -> PartitionDirs:
     for is_link, _, tp, path, identity in sorted(candidates):  # real directories before symlinks
         first = kept.get(identity)
         if first is not None:
-            how = f"a symlink to {os.readlink(path)}" if is_link else "a second name (a bind mount)"
+            how = f"a symlink to {storage.readlink(path)}" if is_link else "a second name (a bind mount)"
             reason = f"{path}: {how}, the same directory as {first.name}: an alias, skipped (worked on as {first.name})"
             skipped.append(SkippedDir(tp, path, reason))
             continue
@@ -243,13 +245,13 @@ def list_segment_bases(directory: str | os.PathLike[str]) -> list[int]:
     Every entry named like a segment file (live or marked) must be a regular file (symlinks followed):
     a FIFO, socket, device or directory with such a name is refused here, before anything opens it."""
     bases = []
-    with os.scandir(directory) as entries:
+    with storage.scandir(directory) as entries:
         for entry in entries:
             parsed = parse_segment_file(entry.name)
             if parsed is None:
                 continue
             if not entry.is_file():
-                fsutil.check_regular(entry.path, _stat_or_lstat(entry))
+                storage.check_regular(entry.path, _stat_or_lstat(entry))
             if parsed.suffix == LOG_SUFFIX and parsed.marker is None:
                 bases.append(parsed.base_offset)
     return sorted(bases)

@@ -22,7 +22,7 @@ from typing import ClassVar, Generic, Self, TypeVar
 
 import numpy as np
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG, MIN_LONG
 from kafka_log_core.errors import ConfigError, CorruptIndexError
 from kafka_log_core.format.filenames import base_offset_of
@@ -38,9 +38,9 @@ E = TypeVar("E")
 def read_index_file(
     path: str | os.PathLike[str], kind: str, entry_size: int, log_size: int | None = None
 ) -> bytes:
-    """The bytes of an index file (a regular file, see :func:`fsutil.open_regular`), refused with its
+    """The bytes of an index file (a regular file, see :func:`storage.open_regular`), refused with its
     size when it is longer than Kafka can map, or than a log of ``log_size`` bytes could need."""
-    with fsutil.open_regular_file(path) as f:
+    with storage.open_regular_file(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_INDEX_FILE_BYTES:
             raise CorruptIndexError(

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import CorruptIndexError
 from kafka_log_core.format.filenames import parse_segment_file
 from kafka_log_core.format.index_base import read_index_file
@@ -149,7 +149,7 @@ def append_txn_index(path: str | os.PathLike[str], entries: Iterable[AbortedTxn]
     partial bytes and misalign everything behind them) and entries that do not continue its last offsets.
     """
     target = Path(path)
-    existing = fsutil.read_regular(target) if target.exists() else b""
+    existing = storage.read_regular(target) if storage.exists(target) else b""
     if len(existing) % ENTRY_SIZE:
         raise CorruptIndexError(
             f"cannot append: file is {len(existing)} bytes, expected a multiple of {ENTRY_SIZE}",

@@ -36,9 +36,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from kafka_log_core import storage
 from kafka_log_core.errors import LogDirLockedError, PartitionBusyError, ReadOnlyLogDirError
 from kafka_log_core.format.filenames import TopicPartition
-from kafka_log_core.log.log_dir import LOCK_FILE
+
+LOCK_FILE = ".lock"  # in every log dir; a running broker holds a lock on it
 
 _BROKER_BYTE = 0
 _CHECKPOINT_BYTE = 1
@@ -97,7 +99,7 @@ def _partition_byte(log_dir: Path, tp: TopicPartition) -> int:
     """The lock byte of ``tp``'s directory, keyed by what it is on disk (its inode); by its name when it
     cannot be looked at (the task then fails on the missing directory anyway)."""
     try:
-        key = f"inode {os.stat(log_dir / tp.dir_name).st_ino}"
+        key = f"inode {storage.stat(log_dir / tp.dir_name).st_ino}"
     except OSError:
         key = f"name {tp.dir_name}"
     digest = hashlib.blake2b(key.encode("utf-8"), digest_size=7).digest()

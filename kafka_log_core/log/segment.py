@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,13 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_LONG, MIN_LONG
 from kafka_log_core.errors import CorruptDataError, CorruptIndexError, CorruptRecordError
 from kafka_log_core.format import log_file
 from kafka_log_core.format.filenames import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     segment_file,
@@ -31,11 +31,10 @@ from kafka_log_core.format.filenames import (
 from kafka_log_core.format.index_base import read_index_file
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.offset_index import OffsetIndex, parse_offset_index
+from kafka_log_core.format.record_batch import LOG_OVERHEAD, OFFSET_AND_SIZE
 from kafka_log_core.format.time_index import TimeIndex, parse_time_index
 from kafka_log_core.format.txn_index import AbortedTxn, read_txn_index
 from kafka_log_core.kernels import fields, header_scan, offset_order, statuses
-
-_OFFSET_SIZE = struct.Struct(">qi")
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,9 +48,27 @@ class Segment:
     @classmethod
     def open(cls, directory: str | os.PathLike[str], base_offset: int) -> Segment:
         path = segment_file(directory, base_offset, LOG_SUFFIX)
-        st = path.stat()
-        fsutil.check_regular(path, st)
+        st = storage.stat(path)
+        storage.check_regular(path, st)
         return cls(Path(directory), base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
+
+    @classmethod
+    def planned(
+        cls, directory: str | os.PathLike[str], base_offset: int, size: int, mtime_ms: int, data,
+        offset_index: OffsetIndex | None = None, time_index: TimeIndex | None = None,
+        aborted_txns: tuple[AbortedTxn, ...] = (), next_offset: int | None = None,
+    ) -> Segment:  # fmt: skip
+        """A segment as a plan would leave it, nothing written (a dry run's view of a recovery): its
+        ``.log`` bytes, indexes (empty when not given) and next offset are given, not read from files."""
+        segment = cls(Path(directory), base_offset, size, mtime_ms, {"data": data})
+        known = segment.__dict__  # where the cached properties keep their values
+        known["offset_index"] = (
+            offset_index if offset_index is not None else OffsetIndex.parse(b"", base_offset)
+        )
+        known["time_index"] = time_index if time_index is not None else TimeIndex.parse(b"", base_offset)
+        known["aborted_txns"] = aborted_txns
+        known["read_next_offset"] = base_offset if next_offset is None else next_offset
+        return segment
 
     # ------------------------------------------------------------------ files
     @cached_property
@@ -72,8 +89,8 @@ class Segment:
 
     def files(self) -> list[Path]:
         """The segment's files that exist (``.log`` first)."""
-        paths = [self.log_path, self.index_path, self.time_index_path, self.txn_index_path]
-        return [p for p in paths if p.exists()]
+        paths = [segment_file(self.directory, self.base_offset, suffix) for suffix in SEGMENT_FILE_SUFFIXES]
+        return [p for p in paths if storage.exists(p)]
 
     # ------------------------------------------------------------------ contents
     def read(self) -> bytes | mmap.mmap:
@@ -122,7 +139,7 @@ class Segment:
         path = self.index_path
         data = (
             read_index_file(path, OffsetIndex.KIND, OffsetIndex.ENTRY_SIZE, self.size)
-            if path.exists()
+            if storage.exists(path)
             else b""
         )
         return parse_offset_index(data, self.base_offset, path)
@@ -131,14 +148,16 @@ class Segment:
     def time_index(self) -> TimeIndex:
         path = self.time_index_path
         data = (
-            read_index_file(path, TimeIndex.KIND, TimeIndex.ENTRY_SIZE, self.size) if path.exists() else b""
+            read_index_file(path, TimeIndex.KIND, TimeIndex.ENTRY_SIZE, self.size)
+            if storage.exists(path)
+            else b""
         )
         return parse_time_index(data, self.base_offset, path)
 
     @cached_property
     def aborted_txns(self) -> tuple[AbortedTxn, ...]:
         path = self.txn_index_path
-        if not path.exists():
+        if not storage.exists(path):
             return ()
         return tuple(read_txn_index(path, self.base_offset, self.size))
 
@@ -183,13 +202,13 @@ class Segment:
         if "data" in self._cache:
             yield from log_file.iter_batches(self._cache["data"], self.log_path, start_position, strict=False)
             return
-        with fsutil.open_regular_file(self.log_path) as f:
+        with storage.open_regular_file(self.log_path) as f:
             pos = start_position
             while pos + 17 < self.size:
                 f.seek(pos)
                 head = f.read(12)
-                _, size = _OFFSET_SIZE.unpack(head)
-                if size < log_file.MIN_ENTRY_SIZE or pos + 12 + size > self.size:
+                _, size = OFFSET_AND_SIZE.unpack(head)
+                if size < log_file.MIN_ENTRY_SIZE or pos + LOG_OVERHEAD + size > self.size:
                     break
                 f.seek(pos)
                 chunk = f.read(min(12 + size, 12 + 61 + 64))
@@ -211,11 +230,11 @@ class Segment:
 
 
 def _read_head(path: Path, n: int) -> bytes:
-    with fsutil.open_regular_file(path) as f:
+    with storage.open_regular_file(path) as f:
         head = f.read(12)
         if len(head) < 12:
             return head
-        _, size = _OFFSET_SIZE.unpack(head)
+        _, size = OFFSET_AND_SIZE.unpack(head)
         return head + f.read(max(min(size, 1 << 24), n - 12))
 
 

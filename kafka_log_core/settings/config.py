@@ -76,9 +76,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG, OFFSET_MAP_ENTRY_BYTES
 from kafka_log_core.errors import ConfigError
+from kafka_log_core.format import properties
 from kafka_log_core.javacompat import parse_java_integer
 from kafka_log_core.settings import kafka_version as kv
 from kafka_log_core.settings.cluster_metadata import ClusterMetadata, ClusterView
@@ -631,63 +632,22 @@ def max_io_buffer_size(broker: BrokerConfig, log: LogConfig) -> int:
     return max(broker.message_max_bytes, log.max_message_bytes)
 
 
-# --- java.util.Properties ------------------------------------------------------------------------------------
-
-_PROPERTY_SPACE = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+# --- java.util.Properties (the syntax: format.properties) --------------------------------------------------
 
 
 def parse_properties(text: str, source: str = "<text>") -> list[tuple[str, str, int]]:
-    """(key, value, line number) of each entry, in order, as ``java.util.Properties.load`` reads them."""
-    lines = re.split(r"\r\n|\r|\n", text)
-    entries: list[tuple[str, str, int]] = []
-    index = 0
-    while index < len(lines):
-        number, line = index + 1, lines[index].lstrip(_PROPERTY_SPACE)
-        index += 1
-        if not line or line[0] in "#!":
-            continue
-        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:  # an odd number of trailing backslashes
-            line = line[:-1]
-            if index < len(lines):
-                line += lines[index].lstrip(_PROPERTY_SPACE)
-                index += 1
-        end = 0
-        while end < len(line) and line[end] not in "=:" + _PROPERTY_SPACE:
-            end += 2 if line[end] == "\\" else 1
-        rest = line[end:].lstrip(_PROPERTY_SPACE)
-        if rest[:1] in ("=", ":") and rest:
-            rest = rest[1:].lstrip(_PROPERTY_SPACE)
-        where = f"{source}:{number}"
-        entries.append((_unescape(line[:end], where), _unescape(rest, where), number))
-    return entries
-
-
-def _unescape(text: str, where: str) -> str:
-    out, index = [], 0
-    while index < len(text):
-        char = text[index]
-        if char != "\\" or index + 1 == len(text):
-            out.append(char)
-            index += 1
-            continue
-        escaped = text[index + 1]
-        if escaped == "u":
-            digits = text[index + 2 : index + 6]
-            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise ConfigError(f"{where}: malformed \\uXXXX escape {text[index : index + 6]!r}")
-            out.append(chr(int(digits, 16)))
-            index += 6
-        else:
-            out.append(_ESCAPES.get(escaped, escaped))
-            index += 2
-    return "".join(out)
+    """(key, value, line number) of each entry of a properties text; a ConfigError naming ``source`` and the
+    line when it cannot be read."""
+    try:
+        return properties.parse_properties(text)
+    except properties.MalformedEscapeError as err:
+        raise ConfigError(f"{source}:{err.line}: {err}") from err
 
 
 def read_properties(path: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
     """Entries of a properties file; ISO-8859-1 as ``Properties.load(InputStream)``."""
     try:
-        text = fsutil.read_regular(path).decode("latin-1")
+        text = storage.read_regular(path).decode("latin-1")
     except OSError as err:
         raise ConfigError(f"{os.fspath(path)}: cannot read configuration file: {err.strerror}") from err
     return parse_properties(text, os.fspath(path))

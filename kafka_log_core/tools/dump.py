@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT
 from kafka_log_core.errors import (
     CorruptDataError,
@@ -67,6 +67,7 @@ from kafka_log_core.format import (
     time_index,
 )
 from kafka_log_core.format.index_base import read_index_file
+from kafka_log_core.format.kafka_message import INT16, INT32, INT64, UINT16, UUID_SIZE, MessageReader
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry
 from kafka_log_core.format.record_batch import BatchHeader, Record
@@ -266,7 +267,7 @@ _DUMPERS: dict[str, Callable[[DumpedFile, DumpOptions, DumpReport], Iterator[Lin
 
 def _read(path: str | os.PathLike[str]) -> bytes:
     """Index, snapshot and transaction-index files are small (10 MiB at most by default): read them whole."""
-    return fsutil.read_regular(path)
+    return storage.read_regular(path)
 
 
 class LogReader:
@@ -278,7 +279,7 @@ class LogReader:
 
     def __init__(self, path: str | os.PathLike[str], limit: int | None = None) -> None:
         self.path = os.fspath(path)
-        self._handle = fsutil.open_regular_file(path)  # closed by close() or the with block
+        self._handle = storage.open_regular_file(path)  # closed by close() or the with block
         size = os.fstat(self._handle.fileno()).st_size
         self.size = size if limit is None else min(size, limit)  # fixed when opened, like FileRecords
 
@@ -316,7 +317,7 @@ class LogReader:
 
 def _existing_sibling(file: DumpedFile, suffix: str) -> Path:
     sibling = file.sibling(suffix)
-    if not sibling.is_file():
+    if not storage.is_file(sibling):
         raise CorruptIndexError(f"cannot check it: {sibling} does not exist", file.shown)
     return sibling
 
@@ -524,7 +525,7 @@ def _control_text_of(record: Record | legacy_records.LegacyRecord) -> str:
     label, schema = kraft
     if record.value is None:
         raise CorruptRecordError(f"{control.type_name} control record has a null value")
-    message = _MessageReader(record.value).struct(schema)
+    message = _read_struct(MessageReader(record.value, error=CorruptRecordError), schema)
     return label + _json(_write(schema, message, message["version"]))
 
 
@@ -559,66 +560,34 @@ _KRAFT_CONTROL: dict[int, tuple[str, _Schema]] = {
     5: (" KRaftVersion ", (("version", "int16", 0), ("kRaftVersion", "int16", 0))),
     6: (" KRaftVoters ", (("version", "int16", 0), ("voters", ("array", _KRAFT_VOTER), 0))),
 }
-_FIXED = {
-    "int16": struct.Struct(">h"),
-    "int32": struct.Struct(">i"),
-    "int64": struct.Struct(">q"),
-    "uint16": struct.Struct(">H"),
-}
-_ZERO_UUID = bytes(16)
+_FIXED = {"int16": INT16, "int32": INT32, "int64": INT64, "uint16": UINT16}
+_ZERO_UUID = bytes(UUID_SIZE)
 
 
-class _MessageReader:
-    """Reads a flexible-version Kafka message at version 0 from a record value."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int, what: str) -> bytes:
-        if n > len(self.data) - self.pos:
-            raise CorruptRecordError(
-                f"{what} needs {n} bytes at byte {self.pos} of the value, {len(self.data) - self.pos} left"
-            )
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def uvarint(self, what: str) -> int:
-        value = 0
-        for i in range(5):
-            (b,) = self._take(1, what)
-            value |= (b & 0x7F) << (7 * i)
-            if not b & 0x80:
-                return value
-        raise CorruptRecordError(f"{what}: unsigned varint longer than 5 bytes")
-
-    def struct(self, schema: _Schema) -> dict[str, object]:
-        out: dict[str, object] = {}
-        for name, kind, since in schema:
-            if since > 0:
-                out[name] = _ZERO_UUID  # not present at version 0: the field's default
-            elif isinstance(kind, tuple) and kind[0] == "array":
-                count = self.uvarint(name) - 1
-                if count < 0:
-                    raise CorruptRecordError(f"non-nullable field {name} was serialized as null")
-                out[name] = [self.struct(kind[1]) for _ in range(count)]
-            elif isinstance(kind, tuple):
-                out[name] = self.struct(kind[1])
-            elif kind == "uuid":
-                out[name] = self._take(16, name)
-            elif kind == "string":
-                length = self.uvarint(name) - 1
-                if length < 0 or length > 0x7FFF:
-                    raise CorruptRecordError(f"string field {name} has invalid length {length}")
-                out[name] = self._take(length, name).decode("utf-8", "replace")
-            else:
-                fmt = _FIXED[str(kind)]
-                (out[name],) = fmt.unpack(self._take(fmt.size, name))
-        for _ in range(self.uvarint("tagged fields")):
-            self.uvarint("tag")
-            self._take(self.uvarint("tagged field size"), "tagged field")
-        return out
+def _read_struct(r: MessageReader, schema: _Schema) -> dict[str, object]:
+    """One struct of a flexible-version message at version 0 (its fields, then its tagged fields)."""
+    out: dict[str, object] = {}
+    for name, kind, since in schema:
+        if since > 0:
+            out[name] = _ZERO_UUID  # not present at version 0: the field's default
+        elif isinstance(kind, tuple) and kind[0] == "array":
+            count = r.length(name)
+            if count < 0:
+                raise CorruptRecordError(f"non-nullable field {name} was serialized as null")
+            out[name] = [_read_struct(r, kind[1]) for _ in range(count)]
+        elif isinstance(kind, tuple):
+            out[name] = _read_struct(r, kind[1])
+        elif kind == "uuid":
+            out[name] = r.uuid(name)
+        elif kind == "string":
+            length = r.length(name)
+            if length < 0 or length > 0x7FFF:
+                raise CorruptRecordError(f"string field {name} has invalid length {length}")
+            out[name] = r.take(length, name).decode("utf-8", "replace")
+        else:
+            out[name] = r.fixed(_FIXED[str(kind)], name)
+    r.skip_tagged_fields()
+    return out
 
 
 def _write(schema: _Schema, message: Mapping[str, object], version: object) -> dict[str, object]:
