@@ -95,19 +95,25 @@ def list_partitions(options: dict[str, str]) -> list[PartitionTask]:
     return planning.find_partitions(ReadOptions.parse(options))
 
 
-def check_partitions(spark, options: dict[str, str]) -> dict[TopicPartition, ExportRow]:
+def check_partitions(
+    spark, options: dict[str, str]
+) -> tuple[dict[TopicPartition, ExportRow], dict[TopicPartition, str]]:
     """The partitions the export cannot read whole, each with its failed row: planned on the driver,
     then every split read through once on the executors without decoding records (``rows.check_split``:
-    what the write would visit). Nothing raises, so nothing is printed but our one line per failure."""
+    what the write would visit). Nothing raises, so nothing is printed but our one line per failure.
+    Also the notes of the partitions read as the broker's loader would leave them (a crashed log dir)."""
     read = ReadOptions.parse(options)
     planned = planning.plan_partitions(read)
     failed = {}
+    notes = {}
     for source, outcome in planned:
         if isinstance(outcome, PartitionReadError):
             reason = str(outcome.__cause__ or outcome)
             failed[source.tp] = ExportRow(
                 source.log_dir, source.topic, source.partition, Status.FAILED, reason
             )
+        elif outcome.note is not None:
+            notes[source.tp] = outcome.note
     splits = planning.splits_of(planned, read)
     if splits:
         found = spark.sparkContext.parallelize(splits, len(splits)).map(
@@ -117,7 +123,7 @@ def check_partitions(spark, options: dict[str, str]) -> dict[TopicPartition, Exp
             s = split.source
             if reason is not None and s.tp not in failed:
                 failed[s.tp] = ExportRow(s.log_dir, s.topic, s.partition, Status.FAILED, reason)
-    return failed
+    return failed, notes
 
 
 def _check(split: planning.Split, options: ReadOptions) -> str | None:
@@ -133,7 +139,7 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
     spark_udfs.register(spark)
     options = source_options(log_dirs, topic_regex, settings)
     sources = list_partitions(options)
-    failed = check_partitions(spark, options)
+    failed, notes = check_partitions(spark, options)
     for row in failed.values():
         output.tell(f"{row.log_dir}: {row.topic}-{row.partition}: {row.reason}")
     while True:
@@ -164,7 +170,14 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
             continue
         n, first, last = counts.get((s.topic, s.partition), (0, None, None))
         row = ExportRow(
-            s.log_dir, s.topic, s.partition, Status.EXPORTED, rows=n, first_offset=first, last_offset=last
+            s.log_dir,
+            s.topic,
+            s.partition,
+            Status.EXPORTED,
+            notes.get(s.tp),
+            rows=n,
+            first_offset=first,
+            last_offset=last,
         )
         rows.append(dataclasses.asdict(row))
     return sorted(rows, key=runner.by_partition)
