@@ -3,7 +3,7 @@
 spark-submit jobs/report.py --log-dir /data/kafka-logs [--format table|json|csv|parquet|html] [--out PATH]
 kafka-log-jobs report --log-dir /data/kafka-logs [options]
 
-Rows come from ``kafka_log_core.work.report.report_partition``, one Spark task per partition directory,
+Rows come from ``kafka_log_core.work.report.report_partition``, partitions sharing Spark tasks in bins,
 sorted filthiest (highest dirty ratio) first. JSON on standard output is the bare array of rows.
 """
 
@@ -200,10 +200,11 @@ def command(job: JobContext, fmt: str | None, out: str | None, no_duplicate_shar
     fmt = fmt or job.output.fmt or format_of(out) or job.output.resolved()
     if fmt == "parquet" and not out:
         raise click.UsageError("--format parquet needs --out PATH")
-    listing = job.listing(writing=False)  # mistakes said before Spark starts
+    spark_started = job.start_spark("report")  # Spark's core, while the job lists and reads settings
+    listing = job.listing(writing=False)  # mistakes said at once
     configs = job.configs()
     opts = job.options(dry_run=True)
-    spark = job.spark("report")
+    spark = spark_started()
     rows = run(
         spark,
         job.log_dirs,
