@@ -65,11 +65,13 @@ def plan_bins(sizes: Sequence[int], cores: int) -> list[list[int]]:
 def run_bins(
     spark, items: Sequence, sizes: Sequence[int], fn: Callable[[Any], Any], failed: Callable[[Any, str], Any],
     fatal: Callable[[str], Exception | None], *, shown: progress.Progress | None = None, what: str = "job",
+    keep: Callable[[Any], Any] | None = None,
 ) -> list:  # fmt: skip
     """``fn`` over ``items`` (each of ``sizes`` bytes) in bins (:func:`plan_bins`); the results in the
-    order of ``items``. A bin whose Spark task failed gives ``failed(item, reason)`` for each of its items,
-    unless ``fatal(message)`` says the failure stops the job (the executors cannot run our code at all):
-    then that exception is raised once the bins already running end. ``shown`` (its labels in the order
+    order of ``items``, each as ``keep`` makes it when its bin comes back (the driver keeps them small). A
+    bin whose Spark task failed gives ``failed(item, reason)`` for each of its items, unless
+    ``fatal(message)`` says the failure stops the job (the executors cannot run our code at all): then that
+    exception is raised once the bins already running end. ``shown`` (its labels in the order
     :func:`launch_order` gives) follows the partitions as their bins finish."""
     sc = spark.sparkContext
     bins = plan_bins(sizes, sc.defaultParallelism)
@@ -94,7 +96,7 @@ def run_bins(
             if done is not None:
                 done.add([(position[i], "failed") for i in indexes])
         for i, result in zip(indexes, out, strict=True):
-            results[i] = result
+            results[i] = result if keep is None else keep(result)
 
     watching = shown.watching(sc, done) if shown is not None else contextlib.nullcontext()
     pool = ThreadPoolExecutor(
