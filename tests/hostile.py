@@ -18,6 +18,7 @@ import stat
 import struct
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -199,6 +200,21 @@ def bind_mount(source: Path, target: Path) -> Iterator[Path]:
     finally:
         # Lazy: the locks keep one descriptor of .lock per log dir for the life of the process.
         subprocess.run(["umount", "-l", str(target)], check=True)
+
+
+@contextlib.contextmanager
+def another_process_holding(take: str) -> Iterator[None]:
+    """Another process that runs ``take`` (Python statements that take a lock and keep what holds it in a
+    module-level name) and keeps the lock for the block; killed after it (its POSIX locks die with it)."""
+    script = textwrap.dedent(take) + "\nimport time\nprint('held', flush=True)\ntime.sleep(120)\n"
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        if child.stdout is None or child.stdout.readline().strip() != b"held":
+            raise RuntimeError(f"the other process took no lock:\n{script}")
+        yield
+    finally:
+        child.kill()
+        child.wait()
 
 
 # ------------------------------------------------------------------------------------ hostile batches
