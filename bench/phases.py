@@ -3,12 +3,12 @@
 For the sealed segments given (a sweep shape's partition without its active segment), in one process,
 CPU seconds of each part alone, best of ``--repeat``:
 
-* ``decompress``: every batch's record area decompressed as the passes do it (the kernels' lz4, zstd
-  and snappy decoders over the whole segment in one call; gzip through ``compression.decompress``);
+* ``decompress``: every batch's record area decompressed as the passes do it (the kernels' decoders over
+  the whole segment in one call);
 * ``scan``: what every pass does before its decisions: framing, CRC32C, decompression, the record walk
-  and the key digests (``chunk_walk.walk_segment``; gzip: not compiled, left out);
-* ``recompress_all``: every batch's records compressed again (``codec_kernels.compress_area``; gzip:
-  ``compression.compress``) -- the most pass 2 can pay for it, when every batch loses a record;
+  and the key digests (``chunk_walk.walk_segment``);
+* ``recompress_all``: every batch's records compressed again (``codec_kernels.compress_area``) -- the most
+  pass 2 can pay for it, when every batch loses a record;
 * ``write_fsync``: the segments' bytes written to a new file and fsynced, as ``.cleaned`` is.
 
 ``bench.probe compact --phases`` gives pass 1 and the total beside it; ``docs/benchmark.md`` has the
@@ -35,7 +35,8 @@ from kafka_log_core.kernels.batch_header import BATCH_LENGTH_AT
 from kafka_log_core.kernels.fields import read_i32
 from kafka_log_core.rules.cleaner_segments import new_karea
 
-_SNAPPY, _LZ4, _ZSTD = int(compression.SNAPPY), int(compression.LZ4), int(compression.ZSTD)
+_GZIP, _SNAPPY = int(compression.GZIP), int(compression.SNAPPY)
+_LZ4, _ZSTD = int(compression.LZ4), int(compression.ZSTD)
 
 
 @njit(cache=True)
@@ -67,6 +68,8 @@ def _decompress_all(buf, rows, codecs, dst):
             status, out = codec_kernels.zstd_frames(codecs, buf, start, end, dst, 0, dst.shape[0])
         elif codec == _SNAPPY:
             status, out = codec_kernels.snappy_stream(buf, start, end, dst, 0, dst.shape[0])
+        elif codec == _GZIP:
+            status, out = codec_kernels.gzip_members(codecs, buf, start, end, dst, 0, dst.shape[0])
         else:
             continue
         if status != codec_kernels.LZ4_OK:
@@ -101,25 +104,17 @@ def _segment(path: str, repeat: int, karea: tuple, dst: np.ndarray) -> dict[str,
     view = buf.data
     raw = [compression.decompress(codec, view[p + HEADER_SIZE : p + s]) for p, s, _ in rows.tolist()]
     parts = {"batches": float(rows.shape[0])}
-    if codec == compression.GZIP:
-        positions = rows.tolist()
-        parts["decompress"] = _best(
-            repeat,
-            lambda: [compression.decompress(codec, view[p + HEADER_SIZE : p + s]) for p, s, _ in positions],
-        )
-        parts["recompress_all"] = _best(repeat, lambda: [compression.compress(codec, a) for a in raw])
-    else:
-        codecs = karea[2]
-        _decompress_all(buf, rows, codecs, dst)  # compiled and warm before the clock starts
-        parts["decompress"] = _best(repeat, lambda: _decompress_all(buf, rows, codecs, dst))
-        parts["scan"] = _best(
-            repeat, lambda: chunk_walk.walk_segment(buf, 0, buf.shape[0], *karea, MAX_BATCH_BYTES)
-        )
-        sizes = np.array([len(r) for r in raw], dtype=np.int64)
-        bounds = np.ascontiguousarray(np.stack([np.cumsum(sizes) - sizes, np.cumsum(sizes)], axis=1))
-        areas = fields.as_bytes(b"".join(raw))
-        out = np.empty(2 * int(sizes.max(initial=0)) + 1024, dtype=np.uint8)
-        parts["recompress_all"] = _best(repeat, lambda: _compress_all(areas, bounds, codec, codecs, out))
+    codecs = karea[2]
+    _decompress_all(buf, rows, codecs, dst)  # compiled and warm before the clock starts
+    parts["decompress"] = _best(repeat, lambda: _decompress_all(buf, rows, codecs, dst))
+    parts["scan"] = _best(
+        repeat, lambda: chunk_walk.walk_segment(buf, 0, buf.shape[0], *karea, MAX_BATCH_BYTES)
+    )
+    sizes = np.array([len(r) for r in raw], dtype=np.int64)
+    bounds = np.ascontiguousarray(np.stack([np.cumsum(sizes) - sizes, np.cumsum(sizes)], axis=1))
+    areas = fields.as_bytes(b"".join(raw))
+    out = np.empty(2 * int(sizes.max(initial=0)) + 1024, dtype=np.uint8)
+    parts["recompress_all"] = _best(repeat, lambda: _compress_all(areas, bounds, codec, codecs, out))
 
     def write() -> None:
         with tempfile.NamedTemporaryFile(prefix="bench-phases-") as f:
