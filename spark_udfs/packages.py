@@ -2,7 +2,7 @@
 
 * Delta Lake, for ``export --format delta``: ``io.delta:delta-spark_<Spark major.minor>_2.13:<DELTA_VERSION>``
   -- the artifact the delta-spark PyPI package's ``configure_spark_with_delta_pip`` picks for that
-  version. delta-spark 4.4.0 is the release for Spark 4.2 whose jars are on Maven Central. Only the jars
+  version. delta-spark 4.4.0 supports Spark 4.1 and 4.2 and its jars are on Maven Central. Only the jars
   are needed (the job uses Spark's own DataFrame writer), so the PyPI package is an optional extra
   (``.[delta]``) and stays out of the executors' environment (it would pull in a second pyspark).
 * Spark's Kafka connector, ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>`` (the tests
@@ -40,7 +40,7 @@ def _spark_minor() -> str:
     return ".".join(version("pyspark").split(".")[:2])
 
 
-#: The Delta Lake release whose jars are loaded: the one for Spark 4.2 whose jars are on Maven Central.
+#: The Delta Lake release whose jars are loaded (``delta-spark_4.1_2.13:4.4.0`` for our Spark 4.1.1).
 DELTA_VERSION = "4.4.0"
 
 
