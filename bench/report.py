@@ -14,7 +14,7 @@ from pathlib import Path
 from bench import chart
 from bench.generate import KiB, MiB
 
-SECTIONS = ("raw", "scan", "compaction", "memory", "spark", "kafka", "skew", "sweep", "split")
+SECTIONS = ("raw", "scan", "compaction", "memory", "spark", "kafka", "skew", "sweep", "split", "tables")
 
 
 # ---------------------------------------------------------------------------------------------- results

@@ -19,6 +19,9 @@ Sections (each measured in its own process by ``bench.probe``, so peak memory is
   plus the small ones alone (``bench.skew``).
 * ``split``: one big partition cleaned in split tasks against one task, and 10x the keys of the buffer in
   one split run against ``--rounds all`` (``bench.split``).
+* ``tables``: ``export`` as tables (``bench.tables``): rows per second per core of the records as Parquet,
+  bytes and Avro-typed, and the incremental export of the latest view into Iceberg after 1 % new records
+  against a full one.
 * ``sweep``: the batch shapes users run: 1, 10, 100 and 1000 records per batch, uncompressed, lz4 and
   zstd, and a ``__consumer_offsets``-like partition (many group keys, one record per batch, tombstones).
   Each is cleaned by ``compact_partition`` (its own process) and by Kafka's cleaner on the same bytes
@@ -51,6 +54,7 @@ from pathlib import Path
 
 from bench import skew
 from bench import split as split_section
+from bench import tables as tables_section
 from bench.generate import GiB, Manifest, MiB, Workload, generate
 from bench.kept import kept_records
 from bench.report import SECTIONS, Report, Row, draw_chart, evaluate_targets, format_table
@@ -594,6 +598,7 @@ def run(args: argparse.Namespace) -> int:
             ("kafka", lambda: run_kafka(report, plan, datasets[1], work / "run")),
             ("skew", lambda: skew.run_section(report, args.quick, work / "run")),
             ("split", lambda: split_section.run_section(report, args.quick, work / "run")),
+            ("tables", lambda: tables_section.run_section(report, args.quick, work / "run")),
             ("sweep", lambda: run_sweep(report, plan, work, skip)),
         ]
         for name, body in sections:
@@ -618,6 +623,7 @@ def run(args: argparse.Namespace) -> int:
     evaluate_targets(report)
     report.targets.append(skew.target(report))
     report.targets.append(split_section.target(report))
+    report.targets.append(tables_section.target(report))
     results = Path(args.results_dir) if args.results_dir else RESULTS
     results.mkdir(parents=True, exist_ok=True)
     stem = results / started.strftime("%Y%m%dT%H%M%SZ")

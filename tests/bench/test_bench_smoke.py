@@ -38,13 +38,13 @@ def assert_positive_ratios(report: dict, names: list[str]) -> None:
 
 
 def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
-    report = run_bench(tmp_path, "--skip", "spark,kafka,skew,split")
+    report = run_bench(tmp_path, "--skip", "spark,kafka,skew,split,tables")
     assert {"schema", "timestamp", "quick", "machine", "workload", "measurements", "sections", "ratios",
             "targets", "notes", "files"} <= set(report)  # fmt: skip
     assert report["quick"] is True
     for name in ("raw", "scan", "compaction", "memory", "sweep"):
         assert report["sections"][name]["status"] == "ok", report["sections"][name]
-    for name in ("spark", "kafka", "skew", "split"):
+    for name in ("spark", "kafka", "skew", "split", "tables"):
         assert report["sections"][name]["status"] == "skipped"
     assert_positive_ratios(
         report,
@@ -82,7 +82,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
     assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
     targets = {t["name"]: t for t in report["targets"]}
-    assert len(targets) == 15  # 13 in evaluate_targets, plus the skew and the split sections' own
+    assert len(targets) == 16  # 13 in evaluate_targets, plus the skew, the split and the tables sections' own
     for t in targets.values():
         assert t["comparison"] in (">=", "<=")
         assert t["verdict"].startswith(("MET", "MISSED", "NOT MEASURED"))
@@ -95,7 +95,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_reports_spark_scaling(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka,split")
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka,split,tables")
     sessions = {s["master"]: s for s in report["sections"]["spark"]["sessions"]}
     assert set(sessions) == {"local[1]", "local[2]"}
     assert sessions["local[1]"]["cores"] == 1 and sessions["local[2]"]["cores"] == 2
@@ -109,7 +109,7 @@ def test_quick_run_reports_spark_scaling(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_reports_skew_side_by_side(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka,split")
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka,split,tables")
     skew = report["sections"]["skew"]
     assert skew["status"] == "ok" and skew["cores"] == 2
     runs = skew["runs"]
@@ -182,3 +182,18 @@ def test_generator_is_deterministic(tmp_path):
     assert files
     for rel in files:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+
+
+@pytest.mark.slow
+def test_quick_tables_section_measures_exports_and_an_equal_incremental_table(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.tables", "--work", str(tmp_path / "tables"), "--quick"],
+        cwd=REPO, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    assert result["incremental_equals_full"] is True
+    runs = result["runs"]
+    assert runs["records bytes"]["rows"] == runs["records avro"]["rows"] == result["records"]
+    assert runs["latest iceberg incremental (+1 %)"]["rows"] == runs["latest iceberg full (+1 %)"]["rows"]
+    assert result["incremental_vs_full"] > 0 and runs["records avro"]["rows_per_s_per_core"] > 0
