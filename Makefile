@@ -51,8 +51,9 @@ run: $(STAMP) ## generate a sample log dir; report (table + sample/report.html),
 bench: $(STAMP) ## benchmark: ratios measured side by side in one run
 	$(PY) -m bench.run
 
-soak: $(STAMP) ## long crash-injection run
+soak: $(STAMP) ## long crash-injection run, and the fuzz over damaged segments with more examples
 	SOAK=1 $(PY) -m pytest tests/work/test_crash_safety.py -s $(PYTEST_ARGS)
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-2000} $(PY) -m pytest tests/work/test_fuzz_segments.py $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff format check and lint, mypy on the core
 	$(VENV)/bin/ruff check kafka_log_core jobs spark_udfs tests bench

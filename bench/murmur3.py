@@ -10,7 +10,7 @@ from kafka_log_core.kernels.fields import load_u64_le
 
 # MurmurHash3 x64 128 (Austin Appleby, public domain): a fast non-cryptographic 128-bit digest, compiled
 # here only so the benchmark can set its cost against MD5's on the same keys. The map keys on MD5: two
-# keys with the same MD5 digest are one key to the broker, and to us (see README, "key digest").
+# keys with the same MD5 digest are one key to the broker, and to us (see docs/benchmark.md, "The key digest").
 _M3_C1 = np.uint64(0x87C37B91114253D5)
 _M3_C2 = np.uint64(0x4CF5AD432745937F)
 

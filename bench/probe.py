@@ -239,7 +239,7 @@ def _warm_compaction(sets: list[str]) -> None:
     codec (rotated), so a compressed shape does not pay for loading the codec paths (numba's cache, the
     codec libraries' first calls) inside its measurement; Kafka's cleaner is warmed up likewise."""
     from bench.generate import MiB, Workload, generate
-    from jobs import common
+    from jobs.context import job_options, list_tasks
     from kafka_log_core.settings.config import load_config
     from kafka_log_core.work.tasks import compact_partition
 
@@ -249,13 +249,13 @@ def _warm_compaction(sets: list[str]) -> None:
             tmp, Workload(partition_bytes=MiB, segment_bytes=128 * KiB, tombstone_share=0.1, codecs=codecs)
         )
         configs = load_config(None, [], [], sets)
-        listing = common.list_tasks([tmp], None, writing=True)
+        listing = list_tasks([tmp], None, writing=True)
         for task in listing.tasks:
-            compact_partition(task, configs, common.job_options(None))
+            compact_partition(task, configs, job_options(None))
 
 
 def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> dict:
-    from jobs import common
+    from jobs.context import job_options, list_tasks
     from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
     from kafka_log_core.kernels.offset_map import OffsetMap
     from kafka_log_core.log.partition_log import PartitionLog
@@ -268,8 +268,8 @@ def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> d
     _warm_compaction(sets)
     configs = load_config(None, [], [], sets)
     broker = configs.broker
-    opts = common.job_options(now_ms)
-    listing = common.list_tasks([log_dir], None, writing=True)
+    opts = job_options(now_ms)
+    listing = list_tasks([log_dir], None, writing=True)
     out: dict = {
         "map_bytes": config.dedupe_map_slots(broker) * OFFSET_MAP_ENTRY_BYTES,
         "map_slots": config.dedupe_map_slots(broker),
@@ -320,13 +320,15 @@ def _copy_partitions(source: Path, target: Path, count: int) -> None:
 
 def probe_spark(source: str, master: str, counts: list[int], work: str, sets: list[str], now_ms: int) -> dict:
     from bench.generate import MiB, Workload, generate
-    from jobs import common, compact
+    from jobs import compact
+    from jobs.context import job_options
+    from jobs.spark import spark_session
     from kafka_log_core.settings.config import load_config
 
     configs = load_config(None, [], [], sets)
-    opts = common.job_options(now_ms)
+    opts = job_options(now_ms)
     session_started = time.perf_counter()
-    spark = common.spark_session(master, "kafka-log-jobs bench")
+    spark = spark_session(master, "kafka-log-jobs bench")
     parallelism = spark.sparkContext.defaultParallelism
     try:
         with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:

@@ -19,14 +19,18 @@ Sections (each measured in its own process by ``bench.probe``, so peak memory is
   plus the small ones alone (``bench.skew``).
 * ``split``: one big partition cleaned in split tasks against one task, and 10x the keys of the buffer in
   one split run against ``--rounds all`` (``bench.split``).
+* ``partitions``: what a partition with nothing to do costs: the jobs over 100 to 50,000 broker-like
+  partitions (1 % dirty) against their dirty ones alone, 4,000 with 100 dirty against the 100 alone, the
+  sample log dir's report against a bare Spark session (``bench.partitions``).
 * ``tables``: ``export`` as tables (``bench.tables``): rows per second per core of the records as Parquet,
   bytes and Avro-typed, and the incremental export of the latest view into Iceberg after 1 % new records
   against a full one.
-* ``sweep``: the batch shapes users run: 1, 10, 100 and 1000 records per batch, uncompressed, lz4 and
-  zstd, and a ``__consumer_offsets``-like partition (many group keys, one record per batch, tombstones).
-  Each is cleaned by ``compact_partition`` (its own process) and by Kafka's cleaner on the same bytes
-  (one broker for all shapes, warmed up first: ``kafka_cleaner.measure_many``): CPU per byte of its
-  cleaner thread against ours, and the records each kept. Kafka's half is left out with ``--skip kafka``.
+* ``sweep``: the batch shapes users run: 1, 10, 100 and 1000 records per batch, uncompressed, lz4,
+  zstd, snappy and gzip, and a ``__consumer_offsets``-like partition (many group keys, one record per
+  batch, tombstones). Each is cleaned by ``compact_partition`` (its own process) and by Kafka's cleaner on
+  the same bytes (one broker for all shapes, warmed up first: ``kafka_cleaner.measure_many``): CPU per
+  byte of its cleaner thread against ours, the wall time of the work (Kafka's as its cleaner prints it),
+  and the records each kept. Kafka's half is left out with ``--skip kafka``.
   With it: the key digest's cost (MD5 lanes against MurmurHash3), and the 1x partition cleaned with a
   1 GiB dedupe buffer against the default one.
 
@@ -52,12 +56,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench import partitions as partitions_section
 from bench import skew
 from bench import split as split_section
 from bench import tables as tables_section
 from bench.generate import GiB, Manifest, MiB, Workload, generate
 from bench.kept import kept_records
-from bench.report import SECTIONS, Report, Row, draw_chart, evaluate_targets, format_table
+from bench.report import SECTIONS, Report, Row, compressed_shape, draw_chart, evaluate_targets, format_table
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -83,7 +88,7 @@ class Plan:
     sweep_partition_bytes: int = 24 * MiB  # record bytes per shape
     sweep_segment_bytes: int = 16 * MiB
     sweep_records_per_batch: tuple[int, ...] = (1, 10, 100, 1000)
-    sweep_codecs: tuple[str, ...] = ("none", "lz4", "zstd")
+    sweep_codecs: tuple[str, ...] = ("none", "lz4", "zstd", "snappy", "gzip")
     sweep_consumer_offsets_keys: int = 20_000
     sweep_warmup_bytes: int = 4 * MiB
 
@@ -506,6 +511,8 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         if k["cleaner_thread_cpu_seconds"]:
             r["kafka_mb_per_cpu_s"] = r["input_bytes"] / k["cleaner_thread_cpu_seconds"] / 1e6
             r["ours_vs_kafka"] = r["ours_mb_per_cpu_s"] / r["kafka_mb_per_cpu_s"]
+        if k["seconds_printed"]:  # wall time of the work: Kafka's cleaner as it prints it, ours as measured
+            r["ours_vs_kafka_wall"] = k["seconds_printed"] / r["ours"]["seconds"]
         # the same records: the counts both cleaners report, and the records themselves (bench.kept)
         r["same_records_kept"] = (
             r["ours"]["rows"][0]["records_after"] == k["end_messages"]
@@ -524,12 +531,11 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
     report.sections["sweep"] = {"status": "ok", "shapes": results}
     compared = {n: r for n, r in results.items() if "ours_vs_kafka" in r}
     if compared:
-        plain = [r["ours_vs_kafka"] for n, r in compared.items() if "lz4" not in n and "zstd" not in n]
-        packed = [r["ours_vs_kafka"] for n, r in compared.items() if "lz4" in n or "zstd" in n]
-        if plain:
-            report.ratios["sweep_min_vs_kafka_uncompressed"] = min(plain)
-        if packed:
-            report.ratios["sweep_min_vs_kafka_compressed"] = min(packed)
+        for measure, key in (("", "ours_vs_kafka"), ("_wall", "ours_vs_kafka_wall")):
+            for kind, packed in (("uncompressed", False), ("compressed", True)):
+                ratios = [r[key] for r in compared.values() if key in r and compressed_shape(r) == packed]
+                if ratios:
+                    report.ratios[f"sweep_min_vs_kafka_{kind}{measure}"] = min(ratios)
         report.ratios["sweep_shapes_keeping_other_records_than_kafka"] = sum(
             not r["same_records_kept"] for r in compared.values()
         )
@@ -598,6 +604,7 @@ def run(args: argparse.Namespace) -> int:
             ("kafka", lambda: run_kafka(report, plan, datasets[1], work / "run")),
             ("skew", lambda: skew.run_section(report, args.quick, work / "run")),
             ("split", lambda: split_section.run_section(report, args.quick, work / "run")),
+            ("partitions", lambda: partitions_section.run_section(report, args.quick, work / "run")),
             ("tables", lambda: tables_section.run_section(report, args.quick, work / "run")),
             ("sweep", lambda: run_sweep(report, plan, work, skip)),
         ]
@@ -623,6 +630,7 @@ def run(args: argparse.Namespace) -> int:
     evaluate_targets(report)
     report.targets.append(skew.target(report))
     report.targets.append(split_section.target(report))
+    report.targets += partitions_section.targets(report)
     report.targets.append(tables_section.target(report))
     results = Path(args.results_dir) if args.results_dir else RESULTS
     results.mkdir(parents=True, exist_ok=True)

@@ -78,17 +78,20 @@ def _copy(source: Path, target: Path, partitions: list[int]) -> Path:
 
 
 def measure(work: Path, *, quick: bool, master: str, sets: list[str]) -> dict:
-    from jobs import common, compact
+    from jobs import compact
+    from jobs.context import job_options, list_tasks
+    from jobs.runner import map_in_order, on_executor
+    from jobs.spark import spark_session
     from kafka_log_core.settings.config import load_config
     from kafka_log_core.work.rows import CompactRow
-    from kafka_log_core.work.tasks import compact_partition
+    from kafka_log_core.work.tasks import compact_task
 
     small_bytes = QUICK_SMALL_BYTES if quick else FULL_SMALL_BYTES
     w = workload(small_bytes)
     logs = make_data(work / "data", w)
     configs = load_config(None, [], [], [*job_sets(w), *sets])
-    opts = common.job_options(None)
-    spark = common.spark_session(master, "kafka-log-jobs bench skew")
+    opts = job_options(None)
+    spark = spark_session(master, "kafka-log-jobs bench skew")
     cores = spark.sparkContext.defaultParallelism
     everything = list(range(SMALL + 1))
     runs: dict[str, dict] = {}
@@ -100,10 +103,10 @@ def measure(work: Path, *, quick: bool, master: str, sets: list[str]) -> dict:
 
         def listing_order(target: Path) -> list[dict]:
             """All tasks in listing order, one slice each: how the jobs scheduled before largest-first."""
-            tasks = common.list_tasks([str(target)], None, writing=True).tasks
-            fn = functools.partial(compact_partition, configs=configs, opts=opts)
-            guarded = functools.partial(common.on_executor, fn=fn, row_type=CompactRow)
-            return common.map_in_order(spark, tasks, guarded)
+            tasks = list_tasks([str(target)], None, writing=True).tasks
+            fn = functools.partial(compact_task, configs=configs, opts=opts)
+            guarded = functools.partial(on_executor, fn=fn, row_type=CompactRow)
+            return [outcome.row for outcome in map_in_order(spark, tasks, guarded)]
 
         cases = [
             ("large", [SMALL], None),

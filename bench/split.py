@@ -85,7 +85,7 @@ def _records_digest(d: Path) -> tuple[int, str]:
 
 def measure(work: Path, *, quick: bool, master: str, size: int | None = None,
             parts: tuple[str, ...] = ("speed", "keys"), tries: int = 1) -> dict:  # fmt: skip
-    from jobs import common
+    from jobs.spark import spark_session
 
     size = size or (64 * MiB if quick else 4 * GiB)
     speed_w = Workload(partition_bytes=size, topic=TOPIC, segment_bytes=max(MiB, size // 16), tombstone_share=0.01,
@@ -94,7 +94,7 @@ def measure(work: Path, *, quick: bool, master: str, size: int | None = None,
     keys = 10 * buffer_keys
     keys_w = Workload(partition_bytes=keys * 2 * 40, topic=TOPIC, segment_bytes=max(MiB, keys * 80 // 8),
                       distinct_keys=keys, value_bytes=8, tombstone_share=0.01)  # fmt: skip
-    spark = common.spark_session(master, "kafka-log-jobs bench split")
+    spark = spark_session(master, "kafka-log-jobs bench split")
     cores = spark.sparkContext.defaultParallelism
     result: dict = {"master": master, "cores": cores}
     try:
@@ -120,7 +120,8 @@ def _timed_compact(spark, source: Path, target: Path, configs, opts) -> tuple[fl
 
 
 def _speed(spark, work: Path, speed_w: Workload, tries: int) -> dict:
-    from jobs import common, compact
+    from jobs import compact
+    from jobs.context import job_options
     from kafka_log_core.settings.config import load_config
 
     big = load_config(None, [], [], [*_sets(speed_w), BIG_BUFFER])
@@ -129,7 +130,7 @@ def _speed(spark, work: Path, speed_w: Workload, tries: int) -> dict:
     warm_src = _data(work / "data" / "warm", warm_w)
     for split_above in (None, 0):  # warm-up of both paths: Python workers started, kernels loaded
         warm = _copy(warm_src, work / "run" / "warm")
-        compact.run(spark, [str(warm)], None, big, common.job_options(START_MS, split_above=split_above))
+        compact.run(spark, [str(warm)], None, big, job_options(START_MS, split_above=split_above))
         shutil.rmtree(warm)
     shutil.rmtree(warm_src)
     speed_src = _data(work / "data" / "speed", speed_w)
@@ -139,7 +140,7 @@ def _speed(spark, work: Path, speed_w: Workload, tries: int) -> dict:
         for name, split_above in (("single", None), ("split", 0)):
             target = work / "run" / name
             seconds, row = _timed_compact(
-                spark, speed_src, target, big, common.job_options(START_MS, split_above=split_above)
+                spark, speed_src, target, big, job_options(START_MS, split_above=split_above)
             )
             run = runs.setdefault(
                 name, {"tries": [], "status": row["status"], "records": row["records_before"]}
@@ -163,7 +164,7 @@ def _speed(spark, work: Path, speed_w: Workload, tries: int) -> dict:
 
 
 def _keys(spark, work: Path, keys_w: Workload, quick: bool, keys: int, buffer_keys: int) -> dict:
-    from jobs import common
+    from jobs.context import job_options
     from kafka_log_core.settings.config import load_config
     from kafka_log_core.work.tasks import ALL_ROUNDS
 
@@ -173,8 +174,8 @@ def _keys(spark, work: Path, keys_w: Workload, quick: bool, keys: int, buffer_ke
     runs = {}
     digests = {}
     for name, opts in (
-        ("split", common.job_options(START_MS, split_above=0)),
-        ("rounds_all", common.job_options(START_MS, rounds=ALL_ROUNDS)),
+        ("split", job_options(START_MS, split_above=0)),
+        ("rounds_all", job_options(START_MS, rounds=ALL_ROUNDS)),
     ):
         target = work / "run" / name
         seconds, row = _timed_compact(spark, keys_src, target, configs, opts)

@@ -120,7 +120,8 @@ def _export(spark, log_dir: Path, topic: str, settings) -> tuple[float, int]:
 
 
 def measure(work: Path, *, quick: bool, master: str) -> dict:
-    from jobs import common, export
+    from jobs import export
+    from jobs.spark import spark_session
     from jobs.tables import IcebergCatalog
     from spark_udfs import packages
 
@@ -135,7 +136,7 @@ def measure(work: Path, *, quick: bool, master: str) -> dict:
     _registry(warm)
     append(warm, 0, 2_000, 1_000, seed=2)
     conf = {**packages.packages_conf(packages.iceberg_packages()), **packages.extensions_conf(iceberg=True)}
-    spark = common.spark_session(master, "kafka-log-jobs bench tables", conf=conf)
+    spark = spark_session(master, "kafka-log-jobs bench tables", conf=conf)
     cores = spark.sparkContext.defaultParallelism
 
     def parquet(name: str, schemas: str) -> export.ExportSettings:

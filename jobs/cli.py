@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
-from jobs import common, compact, export, package, report, retain
-from kafka_log_core.errors import KafkaLogError
-from kafka_log_core.format import compression
+from jobs import compact, export, options, package, report, retain
+from jobs.context import topic_pattern
+from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -39,21 +40,8 @@ main.add_command(export.command)
 
 
 @main.command()
-@click.option(
-    "--log-dir",
-    "log_dirs",
-    multiple=True,
-    required=True,
-    type=click.Path(file_okay=False, exists=True),
-    help="A Kafka log.dirs entry (repeatable).",
-)
-@click.option(
-    "--topic",
-    "topic_regex",
-    default=None,
-    callback=common.check_topic_regex,
-    help="Only topics matching this regex (full match).",
-)
+@options.log_dir_option(exists=True)
+@options.topic_option()
 @click.option(
     "--time",
     "timestamp",
@@ -63,7 +51,7 @@ main.add_command(export.command)
 )
 def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) -> None:
     """Offsets per partition as kafka-get-offsets prints them (topic:partition:offset), from the indexes."""
-    from kafka_log_core.format.filenames import list_partition_dirs
+    from kafka_log_core.log.listing import log_dir_partitions
     from kafka_log_core.log.partition_log import LogDirState, PartitionLog
     from kafka_log_core.tools.offsets import offset_for_time
 
@@ -75,7 +63,7 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
         ) from None
     if when < -3:
         raise click.BadParameter(f"{when} is not -1, -2, -3 or a timestamp in ms", param_hint="'--time'")
-    pattern = common.topic_pattern(topic_regex)
+    pattern = topic_pattern(topic_regex)
     failed = 0
     for log_dir in log_dirs:
         try:
@@ -84,13 +72,17 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
             click.echo(f"error: {err}", err=True)
             failed += 1
             continue
-        for tp, _ in list_partition_dirs(log_dir):
+        for tp in log_dir_partitions(Path(log_dir))[1]:
             if pattern is not None and not pattern.fullmatch(tp.topic):
                 continue
             try:
                 found = offset_for_time(PartitionLog.open(log_dir, tp, state.for_partition(tp)), when)
-            except (KafkaLogError, OSError) as err:
+            except KafkaLogError as err:
                 click.echo(f"error: {err}", err=True)
+                failed += 1
+                continue
+            except OSError as err:
+                click.echo(f"error: {describe_os_error(err)}", err=True)
                 failed += 1
                 continue
             click.echo(f"{tp.topic}:{tp.partition}:{'' if found is None else found}")
@@ -130,16 +122,7 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
     help="Largest batch read at an offset-index position.",
 )
 @click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
-@click.option(
-    compression.LIMIT_OPTION,
-    "max_batch_bytes",
-    type=click.IntRange(min=1),
-    default=compression.MAX_BATCH_BYTES,
-    show_default=True,
-    metavar="BYTES",
-    help="The most one batch's records may decompress to (a larger batch is an error, as a compression bomb "
-    "would be).",
-)
+@options.max_batch_bytes_option
 def dump(
     files: tuple[str, ...],
     deep_iteration: bool,

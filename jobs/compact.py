@@ -7,44 +7,46 @@ kafka-log-jobs compact --log-dir /data/kafka-logs [options]
 from __future__ import annotations
 
 import functools
-import os
 import sys
 
 import click
 
-from jobs import common
+from jobs import options, output, runner
+from jobs.context import JobContext
+from jobs.output import row_schema, tell
 from jobs.split import SparkSplitRunner
-from kafka_log_core.format import compression
+from kafka_log_core.work.outcome import Status, TaskOutcome
 from kafka_log_core.work.rows import CompactRow
-from kafka_log_core.work.tasks import ALL_ROUNDS, SPLIT, compact_partition
+from kafka_log_core.work.tasks import ALL_ROUNDS, compact_task
 
 DEFAULT_SPLIT_ABOVE = 4 * 1024**3  # 4 GiB
 
-SCHEMA = common.row_schema(CompactRow)
+SCHEMA = row_schema(CompactRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 
 
 def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]:
     """Compact every selected partition; rows come back filthiest first. A partition whose round is
-    larger than ``opts.split_above`` comes back from its task as ``split``: the driver then cleans it
-    with tasks of its own (``jobs/split.py``), one such partition after the other."""
-    if listing is None:
-        listing = common.list_tasks(log_dirs, topic_regex, writing=not opts.dry_run)
-    fn = functools.partial(compact_partition, configs=configs, opts=opts)
-    rows = common.run_job(
-        spark, log_dirs, topic_regex, fn, CompactRow, writing=not opts.dry_run, order=common.filthiest_first,
-        listing=listing, title="compact (dry run)" if opts.dry_run else "compact",
+    larger than ``opts.split_above`` comes back from its task as ``split``: the driver then cleans it,
+    from the same task, with tasks of its own (``jobs/split.py``), one such partition after the other.
+    (Its plan is made again: the executor let go of the partition's lock, and a plan is made under the
+    lock from what is on disk then.)"""
+
+    def clean_split(outcomes: list[TaskOutcome]) -> list[TaskOutcome]:
+        split_runner = None
+        for i, outcome in enumerate(outcomes):
+            if outcome.status is not Status.SPLIT:
+                continue
+            split_runner = split_runner or SparkSplitRunner(spark)
+            tell(f"{outcome.task.tp.dir_name}: {outcome.row['reason']} across the cluster")
+            outcomes[i] = compact_task(outcome.task, configs, opts, split_runner=split_runner)
+        return outcomes
+
+    fn = functools.partial(compact_task, configs=configs, opts=opts)
+    return runner.run_job(
+        spark, log_dirs, topic_regex, fn, CompactRow, writing=not opts.dry_run, listing=listing,
+        title="compact (dry run)" if opts.dry_run else "compact", order=runner.filthiest_first, then=clean_split,
     )  # fmt: skip
-    tasks = {(os.path.abspath(t.log_dir), t.topic, t.partition): t for t in listing.tasks}
-    runner = None
-    for i, row in enumerate(rows):
-        if row.get("status") != SPLIT:
-            continue
-        runner = runner or SparkSplitRunner(spark)
-        task = tasks[(os.path.abspath(row["log_dir"]), row["topic"], row["partition"])]
-        common.tell(f"{task.tp.dir_name}: {row['reason']} across the cluster")
-        rows[i] = dict(compact_partition(task, configs, opts, split_runner=runner), log_dir=row["log_dir"])
-    return rows
 
 
 def parse_rounds(ctx, param, value) -> int:
@@ -60,7 +62,7 @@ def parse_rounds(ctx, param, value) -> int:
 
 
 @click.command("compact")
-@common.shared_options
+@options.job_context(*options.JOB)
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan, change nothing.")
 @click.option(
     "--rounds",
@@ -80,38 +82,18 @@ def parse_rounds(ctx, param, value) -> int:
     help="Clean a partition whose cleanable section exceeds BYTES in one round over "
     "every key, cut into parallel tasks (0: always).",
 )
-@click.option(
-    compression.LIMIT_OPTION,
-    "max_batch_bytes",
-    type=click.IntRange(min=1),
-    default=compression.MAX_BATCH_BYTES,
-    show_default=True,
-    metavar="BYTES",
-    help="The most one batch's records may decompress to (a larger batch fails its partition, as a compression "
-    "bomb would); raise it for a topic whose batches are larger.",
-)
-def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
-            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover,
-            recover_truncating, output, report_path, master, verbose, dry_run, rounds, split_above,
-            max_batch_bytes):  # fmt: skip
+@options.max_batch_bytes_option
+def command(job: JobContext, dry_run: bool, rounds: int, split_above: int, max_batch_bytes: int) -> None:
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
-    listing = common.list_tasks(
-        log_dirs, topic_regex, writing=not dry_run
-    )  # mistakes said before Spark starts
-    configs = common.load_configs(
-        log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
-        metadata_log_dirs,
-    )  # fmt: skip
-    opts = common.job_options(
-        now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, recover=not no_recover,
-        recover_truncating=recover_truncating, rounds=rounds, split_above=split_above,
-        max_batch_bytes=max_batch_bytes,
-    )  # fmt: skip
-    spark = common.spark_session(master, "kafka-log-jobs compact", verbose=verbose)
-    rows = run(spark, log_dirs, topic_regex, configs, opts, listing)
-    title = "compaction plan (dry run)" if dry_run else "compaction"
-    common.emit(rows, SCHEMA, COLUMNS, spark, output, report_path, title, dry_run=dry_run)
-    sys.exit(common.exit_status(rows))
+    listing = job.listing(writing=not dry_run)  # mistakes said before Spark starts
+    configs = job.configs()
+    opts = job.options(
+        dry_run=dry_run, rounds=rounds, split_above=split_above, max_batch_bytes=max_batch_bytes
+    )
+    spark = job.spark("compact")
+    rows = run(spark, job.log_dirs, job.topic_regex, configs, opts, listing)
+    job.output.emit(rows, SCHEMA, "compaction plan (dry run)" if dry_run else "compaction", dry_run=dry_run)
+    sys.exit(output.exit_status(rows))
 
 
 if __name__ == "__main__":

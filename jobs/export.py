@@ -1,14 +1,18 @@
 """Export: topics as tables. The ``kafka-log`` data source's ``latest`` view (one row per key: what a
-consumer that rebuilt its state from the topic holds) or its records, written as Parquet or as a Delta
-Lake table, partitioned by topic, ready for SQL.
+consumer that rebuilt its state from the topic holds) or its records, written as Parquet, as a Delta Lake
+table or as an Iceberg table, partitioned by topic, ready for SQL; with ``--schemas`` typed by the Schema
+Registry's schemas (a table per topic and a side table of undecodable records); with ``--incremental``
+merged by key into the table's last export (docs/tables.md; the tables: jobs/tables.py; the writes:
+jobs/export_writes.py).
 
-spark-submit jobs/export.py --log-dir /data/kafka-logs --out /tables/orders [--format parquet|delta] ...
+spark-submit jobs/export.py --log-dir /data/kafka-logs --out /tables/orders [--format parquet|delta|iceberg] ...
 kafka-log-jobs export --log-dir /data/kafka-logs --out /tables/orders [options]
 
-The table is replaced as a whole (Spark's overwrite; a Delta overwrite is one commit), so a run killed at
-any instant and run again ends with the same table. A partition that cannot be read is left out, with one
-failed row naming the file and position; the other partitions are exported. The result table has one row
-per partition: its rows in the table and their first and last offsets, read back from the table.
+Each table changes in one commit (Spark's overwrite for Parquet; a Delta commit; an Iceberg snapshot), so a
+run killed at any instant and run again ends with the same tables. A partition that cannot be read is left
+out, with one failed row naming the file and position; the other partitions are exported. The result table
+has one row per partition: its rows in the table and their first and last offsets, read back from the
+table, its rows in the side table, and where and why it was read from.
 """
 
 from __future__ import annotations
@@ -23,11 +27,15 @@ from dataclasses import dataclass
 
 import click
 
-from jobs import common, tables
 from jobs import export_writes as writes
+from jobs import options, output, runner, tables
+from jobs.context import JobContext
+from jobs.output import row_schema
 from jobs.tables import IcebergCatalog, Table
 from kafka_log_core.errors import KafkaLogError, UsageError
 from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.log.listing import PartitionTask
+from kafka_log_core.work.outcome import Status
 from kafka_log_core.work.rows import Int32
 from kafka_log_core.work.table_state import partition_name
 from spark_udfs import marks, packages, planning, registry_topic
@@ -54,7 +62,7 @@ class ExportRow:
     duration_ms: int | None = None  # the jobs' common column; an export is one Spark job, not per partition
 
 
-SCHEMA = common.row_schema(ExportRow)
+SCHEMA = row_schema(ExportRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 VIEWS = ("latest", "records")
 FORMATS = tables.FORMATS
@@ -92,7 +100,7 @@ def source_options(
     return options
 
 
-def list_partitions(options: dict[str, str]) -> list[planning.PartitionSource]:
+def list_partitions(options: dict[str, str]) -> list[PartitionTask]:
     """The partitions an export reads (a bad option or log dir raises UsageError)."""
     return planning.find_partitions(ReadOptions.parse(options))
 
@@ -107,7 +115,9 @@ def check_partitions(spark, options: dict[str, str]) -> dict[TopicPartition, Exp
     for source, outcome in planned:
         if isinstance(outcome, PartitionReadError):
             reason = str(outcome.__cause__ or outcome)
-            failed[source.tp] = ExportRow(source.log_dir, source.topic, source.partition, "failed", reason)
+            failed[source.tp] = ExportRow(
+                source.log_dir, source.topic, source.partition, Status.FAILED, reason
+            )
     splits = planning.splits_of(planned, read)
     if splits:
         found = spark.sparkContext.parallelize(splits, len(splits)).map(
@@ -116,7 +126,7 @@ def check_partitions(spark, options: dict[str, str]) -> dict[TopicPartition, Exp
         for split, reason in zip(splits, found.collect(), strict=True):
             s = split.source
             if reason is not None and s.tp not in failed:
-                failed[s.tp] = ExportRow(s.log_dir, s.topic, s.partition, "failed", reason)
+                failed[s.tp] = ExportRow(s.log_dir, s.topic, s.partition, Status.FAILED, reason)
     return failed
 
 
@@ -135,12 +145,12 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
     sources = list_partitions(options)
     failed = check_partitions(spark, options)
     for row in failed.values():
-        common.tell(f"{row.log_dir}: {row.topic}-{row.partition}: {row.reason}")
+        output.tell(f"{row.log_dir}: {row.topic}-{row.partition}: {row.reason}")
     results: dict[TopicPartition, ExportRow] = {}
     for group in _groups(sources, failed, options, settings):
         results.update(_export_group(spark, group, sources, failed, settings))
     rows = [dataclasses.asdict(failed.get(s.tp) or results[s.tp]) for s in sources]
-    return sorted(rows, key=common.by_partition)
+    return sorted(rows, key=runner.by_partition)
 
 
 def _groups(sources, failed, options: dict[str, str], settings: ExportSettings) -> list[writes.Group]:
@@ -205,7 +215,7 @@ def _export_group(
                 )
             except (KafkaLogError, OSError) as err:
                 s = by_tp[tp]
-                failed[tp] = ExportRow(s.log_dir, s.topic, s.partition, "failed", str(err))
+                failed[tp] = ExportRow(s.log_dir, s.topic, s.partition, Status.FAILED, str(err))
         now = {tp: n for tp, n in now.items() if tp not in failed}
         new_marks = {
             partition_name(tp.topic, tp.partition): n.mark(last_batches[tp]) for tp, n in now.items()
@@ -227,7 +237,7 @@ def _export_group(
             if tp in failed or tp not in todo:
                 raise
             failed[tp] = ExportRow(
-                found.log_dir, tp.topic, tp.partition, status="failed", reason=found.reason
+                found.log_dir, tp.topic, tp.partition, status=Status.FAILED, reason=found.reason
             )
     counts = _read_back(spark, group.table) if now else {}
     undecodable = _read_back(spark, group.side) if now and group.side is not None else {}
@@ -238,7 +248,7 @@ def _export_group(
         name = partition_name(tp.topic, tp.partition)
         step = None if planned.partitions is None else planned.partitions.get(name)
         out[tp] = ExportRow(
-            s.log_dir, s.topic, s.partition, "exported", rows=n, first_offset=first, last_offset=last,
+            s.log_dir, s.topic, s.partition, Status.EXPORTED, rows=n, first_offset=first, last_offset=last,
             undecodable=undecodable.get((tp.topic, tp.partition), (0,))[0] if group.side is not None else None,
             read_from=now[tp].log_start if step is None else step.read_from,
             note=planned.why if step is None else (step.step.value + (f": {step.reason}" if step.reason else "")),
@@ -273,21 +283,12 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 
 @click.command("export")
-@click.option(
-    "--log-dir",
-    "log_dirs",
-    multiple=True,
-    required=True,
-    type=click.Path(file_okay=False),
-    help="A Kafka log.dirs entry (repeatable; several = one JBOD broker).",
-)
-@click.option(
-    "--topic",
-    "topic_regex",
-    default=None,
-    callback=common.check_topic_regex,
-    help="Only topics matching this regex (full match).",
-)
+@options.job_context(
+    [options.log_dir_option(help="A Kafka log.dirs entry (repeatable; several = one JBOD broker)."),
+     options.topic_option()],
+    options.OUTPUT,
+    options.SPARK,
+)  # fmt: skip
 @click.option(
     "--out",
     required=True,
@@ -365,25 +366,9 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     metavar="KEY=VALUE",
     help="Any kafka-log read option, e.g. startingOffsets={...} or includeBatchColumns=true.",
 )
-@click.option(
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default=None,
-    help="Result format on standard output (default: table on a terminal, else json).",
-)
-@click.option(
-    "--report-path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the result table to PATH (.json or .parquet).",
-)
-@click.option("--master", default=None, help="Spark master URL (default: spark-submit's, else local[*]).")
-@click.option(
-    "--verbose", is_flag=True, help="Show Spark's own start-up lines and warnings (default: errors only)."
-)
-def command(log_dirs, topic_regex, out, view, fmt, schemas, schemas_topic, incremental, catalog_name, catalog_type,
-            catalog_uri, catalog_options, namespace, table_name, isolation_level, include_headers, more_options,
-            output, report_path, master, verbose):  # fmt: skip
+def command(job: JobContext, out, view, fmt, schemas, schemas_topic, incremental, catalog_name, catalog_type,
+            catalog_uri, catalog_options, namespace, table_name, isolation_level, include_headers,
+            more_options):  # fmt: skip
     """Write topics as tables (Parquet, Delta or Iceberg): the latest view or the records, as bytes or typed
     by the Schema Registry's schemas, in full or incrementally."""
     if incremental and (view != "latest" or fmt == tables.PARQUET):
@@ -401,7 +386,7 @@ def command(log_dirs, topic_regex, out, view, fmt, schemas, schemas_topic, incre
         incremental, catalog, namespace, table_name,
     )  # fmt: skip
     try:
-        list_partitions(source_options(log_dirs, topic_regex, settings))
+        list_partitions(source_options(job.log_dirs, job.topic_regex, settings))
     except UsageError as err:
         raise click.UsageError(str(err)) from err
     except KafkaLogError as err:  # e.g. a malformed checkpoint: the broker would take the log dir offline
@@ -416,7 +401,7 @@ def command(log_dirs, topic_regex, out, view, fmt, schemas, schemas_topic, incre
             **packages.extensions_conf(iceberg=True),
         }
         conf.update(catalog.conf())  # type: ignore[union-attr]
-    spark = common.spark_session(master, "kafka-log-jobs export", conf=conf, verbose=verbose)
+    spark = job.spark("export", conf)
     if fmt == tables.ICEBERG and not packages.has_iceberg(spark):
         raise click.UsageError(
             f"--format iceberg needs Iceberg in the Spark session: spark-submit --packages "
@@ -432,14 +417,14 @@ def command(log_dirs, topic_regex, out, view, fmt, schemas, schemas_topic, incre
     try:
         if catalog is not None:
             catalog.configure(spark)
-        rows = run(spark, log_dirs, topic_regex, settings)
+        rows = run(spark, job.log_dirs, job.topic_regex, settings)
     except UsageError as err:
         raise click.UsageError(str(err)) from err
     except Exception as err:  # a Spark failure that names no partition: one line, not a traceback
         click.echo(f"error: export to {out} failed: {_first_line(err)}", err=True)
         sys.exit(1)
-    common.emit(rows, SCHEMA, COLUMNS, spark, output, report_path, f"export ({view}, {fmt}) to {out}")
-    sys.exit(common.exit_status(rows))
+    job.output.emit(rows, SCHEMA, f"export ({view}, {fmt}{', typed' if schemas != 'none' else ''}) to {out}")
+    sys.exit(output.exit_status(rows))
 
 
 def _first_line(err: BaseException) -> str:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from kafka_log_core.work.outcome import Status
+
 WIDTH, LABEL_W, VALUE_W, ROW_H, BAR_H, TOP, BOTTOM = 960, 230, 110, 22, 14, 28, 30
 PLOT_W = WIDTH - LABEL_W - VALUE_W
 
@@ -219,7 +221,7 @@ def dirty_ratio_chart(rows: Sequence[dict], max_bars: int) -> Chart:
 def reclaimable_chart(rows: Sequence[dict], max_bars: int) -> Chart:
     per_topic: dict[str, list[float]] = {}
     for r in rows:
-        if r.get("status") == "failed":
+        if r.get("status") == Status.FAILED:
             continue
         compaction = (r.get("cleanable_bytes") or 0) * (r.get("duplicate_share") or 0.0)
         sums = per_topic.setdefault(r["topic"], [0.0, 0.0])
@@ -315,7 +317,7 @@ def _table(rows: Sequence[dict]) -> str:
 
 
 def _cards(rows: Sequence[dict]) -> str:
-    ok = [r for r in rows if r.get("status") != "failed"]
+    ok = [r for r in rows if r.get("status") != Status.FAILED]
     clean = sum(r.get("clean_bytes") or 0 for r in ok)
     cleanable = sum(r.get("cleanable_bytes") or 0 for r in ok)
     cards = [

@@ -308,6 +308,7 @@ def warm_up(work: str) -> None:
     from kafka_log_core.log.partition_log import LogDirState
     from kafka_log_core.settings.config import load_config
     from kafka_log_core.simulator.sample import DEFAULT_NOW_MS, generate
+    from kafka_log_core.work.outcome import Status
     from kafka_log_core.work.report import report_partition
     from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
 
@@ -322,7 +323,7 @@ def warm_up(work: str) -> None:
         state = LogDirState.read(logs)
         for tp, _ in list_partition_dirs(logs):
             row = fn(PartitionTask(str(logs), tp.topic, tp.partition, state.for_partition(tp)), configs, opts)
-            if row["status"] == "failed":
+            if row["status"] == Status.FAILED:
                 raise RuntimeError(f"warm-up {fn.__name__} {tp}: {row['reason']}")
 
 

@@ -20,12 +20,15 @@ from typing import Any
 
 import click
 
-from jobs import common, html_report
+from jobs import html_report, options, output, runner
+from jobs.context import JobContext
 from jobs.html_report import human_bytes
-from kafka_log_core.work.report import report_partition
+from jobs.output import row_schema, wrap_cell, write_parquet
+from kafka_log_core.work.outcome import Status
+from kafka_log_core.work.report import report_task
 from kafka_log_core.work.rows import ReportRow
 
-SCHEMA = common.row_schema(ReportRow)
+SCHEMA = row_schema(ReportRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 FORMATS = ("table", "json", "csv", "parquet", "html")
 
@@ -34,9 +37,9 @@ def run(
     spark, log_dirs, topic_regex, configs, opts, *, count_duplicates: bool = True, listing=None
 ) -> list[dict]:
     """Report every selected partition; rows come back filthiest first."""
-    fn = functools.partial(report_partition, configs=configs, opts=opts, count_duplicates=count_duplicates)
-    return common.run_job(
-        spark, log_dirs, topic_regex, fn, ReportRow, writing=False, order=common.filthiest_first,
+    fn = functools.partial(report_task, configs=configs, opts=opts, count_duplicates=count_duplicates)
+    return runner.run_job(
+        spark, log_dirs, topic_regex, fn, ReportRow, writing=False, order=runner.filthiest_first,
         listing=listing, title="report",
     )  # fmt: skip
 
@@ -99,7 +102,7 @@ def _cells(r: dict) -> list[str]:
 
 
 def totals(rows: list[dict]) -> dict:
-    ok = [r for r in rows if r.get("status") != "failed"]
+    ok = [r for r in rows if r.get("status") != Status.FAILED]
     clean = sum(r.get("clean_bytes") or 0 for r in ok)
     cleanable = sum(r.get("cleanable_bytes") or 0 for r in ok)
     return {
@@ -125,7 +128,7 @@ def format_report_table(rows: list[dict], title: str, max_why: int = 90) -> str:
              str(t["retention_segments"]), human_bytes(t["retention_bytes"]), human_bytes(t["reclaimable_bytes"]),
              "", f"{t['failed']} failed" if t["failed"] else "", ""]  # fmt: skip
     # The "why" column is wrapped onto more lines past max_why characters, never cut.
-    whys = [common.wrap_cell(line[-1], max_why) for line in body]
+    whys = [wrap_cell(line[-1], max_why) for line in body]
     for line, why in zip(body, whys, strict=True):
         line[-1] = why[0]
     widths = [max(len(x[i]) for x in [headers, total, *body]) for i in range(len(headers))]
@@ -166,28 +169,19 @@ def format_of(path: str | None) -> str | None:
     return _SUFFIXES.get(Path(path).suffix.lower()) if path else None
 
 
-def emit(spark, rows: list[dict], fmt: str, out: str | None, now_ms: int, title: str) -> None:
-    if fmt == "parquet":
-        if out is None:
-            raise click.UsageError("--format parquet needs --out PATH")
-        common.write_parquet(rows, SCHEMA, out)
-        return
+def render(rows: list[dict], fmt: str, now_ms: int, title: str) -> str:
+    """The report as text in ``fmt`` (json, csv, html or table)."""
     if fmt == "json":
-        text = to_json(rows)
-    elif fmt == "csv":
-        text = to_csv(rows)
-    elif fmt == "html":
-        text = html_report.render(rows, now_ms=now_ms, title=title)
-    else:
-        text = format_report_table(rows, title) + "\n"
-    if out:
-        Path(out).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+        return to_json(rows)
+    if fmt == "csv":
+        return to_csv(rows)
+    if fmt == "html":
+        return html_report.render(rows, now_ms=now_ms, title=title)
+    return format_report_table(rows, title) + "\n"
 
 
 @click.command("report")
-@common.shared_options
+@options.job_context(*options.JOB)
 @click.option(
     "--format",
     "fmt",
@@ -201,33 +195,30 @@ def emit(spark, rows: list[dict], fmt: str, out: str | None, now_ms: int, title:
 @click.option(
     "--no-duplicate-share", is_flag=True, help="Skip counting duplicates (reads only batch headers)."
 )
-def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
-            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover,
-            recover_truncating, output, report_path, master, verbose, fmt, out, no_duplicate_share):  # fmt: skip
+def command(job: JobContext, fmt: str | None, out: str | None, no_duplicate_share: bool) -> None:
     """Show what compaction and retention would do, per partition, without changing anything."""
-    fmt = fmt or output or format_of(out) or ("table" if sys.stdout.isatty() else "json")
+    fmt = fmt or job.output.fmt or format_of(out) or job.output.resolved()
     if fmt == "parquet" and not out:
         raise click.UsageError("--format parquet needs --out PATH")
-    listing = common.list_tasks(log_dirs, topic_regex, writing=False)  # mistakes said before Spark starts
-    configs = common.load_configs(
-        log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
-        metadata_log_dirs,
-    )  # fmt: skip
-    opts = common.job_options(
-        now_ms, dry_run=True, require_high_watermark=require_high_watermark, recover=not no_recover,
-        recover_truncating=recover_truncating,
-    )  # fmt: skip
-    spark = common.spark_session(master, "kafka-log-jobs report", verbose=verbose)
+    listing = job.listing(writing=False)  # mistakes said before Spark starts
+    configs = job.configs()
+    opts = job.options(dry_run=True)
+    spark = job.spark("report")
     rows = run(
-        spark, log_dirs, topic_regex, configs, opts, count_duplicates=not no_duplicate_share, listing=listing
+        spark,
+        job.log_dirs,
+        job.topic_regex,
+        configs,
+        opts,
+        count_duplicates=not no_duplicate_share,
+        listing=listing,
     )
-    emit(spark, rows, fmt, out, opts.now_ms, "kafka-log-jobs report (dry run)")
-    if report_path:
-        if report_path.endswith(".parquet"):
-            common.write_parquet(rows, SCHEMA, report_path)
-        else:
-            Path(report_path).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    sys.exit(common.exit_status(rows))
+    if fmt == "parquet":
+        write_parquet(rows, SCHEMA, out)
+    else:
+        job.output.write(render(rows, fmt, opts.now_ms, "kafka-log-jobs report (dry run)"), out)
+    job.output.write_report(rows, SCHEMA)
+    sys.exit(output.exit_status(rows))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,13 @@ import sys
 
 import click
 
-from jobs import common
+from jobs import options, output, runner
+from jobs.context import JobContext
+from jobs.output import row_schema
 from kafka_log_core.work.rows import RetainRow
-from kafka_log_core.work.tasks import retain_partition
+from kafka_log_core.work.tasks import retain_task
 
-SCHEMA = common.row_schema(RetainRow)
+SCHEMA = row_schema(RetainRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 _LSO = re.compile(r"(?P<topic>.+):(?P<partition>\d+)=(?P<offset>\d+)")
 
@@ -34,15 +36,15 @@ def parse_log_start_offsets(values) -> tuple[tuple[str, int, int], ...]:
 
 
 def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]:
-    fn = functools.partial(retain_partition, configs=configs, opts=opts)
-    return common.run_job(
+    fn = functools.partial(retain_task, configs=configs, opts=opts)
+    return runner.run_job(
         spark, log_dirs, topic_regex, fn, RetainRow, writing=not opts.dry_run, listing=listing,
         title="retain (dry run)" if opts.dry_run else "retain",
     )  # fmt: skip
 
 
 @click.command("retain")
-@common.shared_options
+@options.job_context(*options.JOB)
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan, change nothing.")
 @click.option(
     "--force",
@@ -56,34 +58,17 @@ def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]
     metavar="TOPIC:PARTITION=OFFSET",
     help="Advance a partition's log start offset (offline DeleteRecords; repeatable).",
 )
-def command(log_dirs, topic_regex, conf_dir, config_files, topic_configs, sets, kafka_version,
-            assume_broker_defaults, metadata_log_dirs, now_ms, require_high_watermark, no_recover,
-            recover_truncating, output, report_path, master, verbose, dry_run, force, log_start_offsets):  # fmt: skip
+def command(job: JobContext, dry_run: bool, force: bool, log_start_offsets: tuple[str, ...]) -> None:
     """Delete segments by retention.ms, retention.bytes and the log start offset, as the broker does."""
-    listing = common.list_tasks(
-        log_dirs, topic_regex, writing=not dry_run
-    )  # mistakes said before Spark starts
-    configs = common.load_configs(
-        log_dirs, conf_dir, config_files, topic_configs, sets, kafka_version, assume_broker_defaults,
-        metadata_log_dirs,
-    )  # fmt: skip
-    opts = common.job_options(
-        now_ms, dry_run=dry_run, require_high_watermark=require_high_watermark, recover=not no_recover, force=force,
-        recover_truncating=recover_truncating, log_start_offsets=parse_log_start_offsets(log_start_offsets),
-    )  # fmt: skip
-    spark = common.spark_session(master, "kafka-log-jobs retain", verbose=verbose)
-    rows = run(spark, log_dirs, topic_regex, configs, opts, listing)
-    common.emit(
-        rows,
-        SCHEMA,
-        COLUMNS,
-        spark,
-        output,
-        report_path,
-        "retention plan (dry run)" if dry_run else "retention",
-        dry_run=dry_run,
+    listing = job.listing(writing=not dry_run)  # mistakes said before Spark starts
+    configs = job.configs()
+    opts = job.options(
+        dry_run=dry_run, force=force, log_start_offsets=parse_log_start_offsets(log_start_offsets)
     )
-    sys.exit(common.exit_status(rows))
+    spark = job.spark("retain")
+    rows = run(spark, job.log_dirs, job.topic_regex, configs, opts, listing)
+    job.output.emit(rows, SCHEMA, "retention plan (dry run)" if dry_run else "retention", dry_run=dry_run)
+    sys.exit(output.exit_status(rows))
 
 
 if __name__ == "__main__":

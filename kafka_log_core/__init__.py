@@ -3,8 +3,9 @@
 Layers, bottom to top; a module may import its own layer and the layers below it, never above
 (``tests/test_layout.py`` checks this on every module):
 
-1. ``errors``, ``constants``, ``fsutil``, ``javacompat`` -- the project error hierarchy, Java's numeric
-   limits and shared sizes, fsync'd file operations, Java-compatible hashing; importable by everyone.
+1. ``errors``, ``constants``, ``storage``, ``fsutil``, ``javacompat`` -- the project error hierarchy, Java's
+   numeric limits and shared sizes, the file-access seam (every read of a file), fsync'd writes,
+   Java-compatible hashing; importable by everyone.
 2. :mod:`kafka_log_core.format` -- bytes on disk: one module per artefact (batches, indexes, checkpoints...).
 3. :mod:`kafka_log_core.kernels` -- the compiled (numba) hot loops over those bytes.
 4. :mod:`kafka_log_core.log` -- one partition's log: segments, the partition log, the log dir, locks;

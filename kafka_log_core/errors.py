@@ -8,6 +8,7 @@ from ``RuntimeError``.
 
 from __future__ import annotations
 
+import errno
 import os
 
 
@@ -58,6 +59,33 @@ class CorruptCheckpointError(CorruptDataError):
 class NotRegularFileError(CorruptDataError):
     """A log file's name (segment, index, snapshot, checkpoint, properties) on something that is not a
     regular file: a FIFO, a device, a socket, a directory. Never opened for reading (a FIFO would block)."""
+
+
+class FileOperationError(KafkaLogError, OSError):
+    """An operating-system error on a file, said with the file and the operation: ``<path>: writing: No space
+    left on device (ENOSPC)``. Still an OSError with its errno, for code that tells errors apart by it."""
+
+    def __init__(self, operation: str, path: str | os.PathLike[str], err: OSError) -> None:
+        super().__init__(err.errno, err.strerror or str(err), os.fspath(path))
+        self.operation = operation
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.operation}: {describe_errno(self)}"
+
+
+def describe_errno(err: OSError) -> str:
+    """An OSError's text without the ``[Errno N]`` prefix: its message and the errno's name."""
+    name = errno.errorcode.get(err.errno) if err.errno is not None else None
+    return f"{err.strerror or err}" + (f" ({name})" if name else "")
+
+
+def describe_os_error(err: OSError) -> str:
+    """One line for any OSError: the file(s) it names and what went wrong, never a bare ``[Errno N]``."""
+    if isinstance(err, KafkaLogError):
+        return str(err)
+    where = "" if err.filename is None else f"{os.fspath(err.filename)}: "
+    also = "" if err.filename2 is None else f" (with {os.fspath(err.filename2)})"
+    return f"{where}{describe_errno(err)}{also}"
 
 
 class ConfigError(KafkaLogError, ValueError):

@@ -10,14 +10,34 @@ of 64+) are not modelled. Importable by every module of the core (layer 0).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
+
+from kafka_log_core.constants import MAX_LONG, MIN_LONG
 
 V = TypeVar("V")
 
 DEFAULT_CAPACITY = 16
 TREEIFY_THRESHOLD = 8  # a bucket reaching this many keys in a table under 64 buckets doubles the table
 MIN_TREEIFY_CAPACITY = 64
+
+
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")  # \d: Unicode decimal digits, like Character.digit(c, 10)
+_LONG_DIGITS = len(str(MAX_LONG))  # 19: more significant digits cannot be a long
+
+
+def parse_java_integer(text: str, low: int = MIN_LONG, high: int = MAX_LONG) -> int | None:
+    """``text`` as ``Long.parseLong`` / ``Integer.parseInt`` read it (an optional sign, decimal digits,
+    leading zeros allowed) when it lies in ``low..high``; else None. The digits are counted before they
+    are converted: a value of thousands of digits is simply out of range (Python refuses to convert more
+    than 4,300 digits, and no more than 19 can be a long)."""
+    if not _JAVA_INTEGER.fullmatch(text):
+        return None
+    if len(text.lstrip("+-").lstrip("0")) > _LONG_DIGITS:
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
 
 
 def java_string_hash(text: str) -> int:

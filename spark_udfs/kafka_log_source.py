@@ -13,7 +13,7 @@ The options are Spark's Kafka source options plus ours (:mod:`spark_udfs.options
 Kafka source schema plus ours (:mod:`spark_udfs.schemas`), the plan made from the options alone
 (:mod:`spark_udfs.planning`) and the rows read by :mod:`spark_udfs.rows`.
 
-Filters are not pushed down: Spark evaluates ``where`` itself, after the read. Spark 4.2 keeps the read
+Filters are not pushed down: Spark evaluates ``where`` itself, after the read. Spark (seen on 4.2) keeps the read
 plan that a Python data source builds from pushed filters on the DataFrame's relation and reuses it for
 every later query of that DataFrame, so a plan pruned for one query would drop rows from the next (a
 filter on a derived DataFrame leaked back into its base this way). What to read is said with options,

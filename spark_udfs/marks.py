@@ -9,10 +9,11 @@ from dataclasses import replace
 
 from kafka_log_core.format.checkpoints import PARTITION_METADATA, read_partition_metadata
 from kafka_log_core.format.record_batch import BatchHeader
+from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.work.table_state import PartitionNow
 from spark_udfs.options import EARLIEST, LATEST, Bound, ReadOptions
-from spark_udfs.planning import PartitionSource, offset_range
+from spark_udfs.planning import offset_range
 
 
 def batch_holding(log: PartitionLog, offset: int) -> tuple[int, int] | None:
@@ -29,7 +30,7 @@ def batch_holding(log: PartitionLog, offset: int) -> tuple[int, int] | None:
 
 
 def partition_now(
-    options: ReadOptions, source: PartitionSource, mark_end: int | None
+    options: ReadOptions, source: PartitionTask, mark_end: int | None
 ) -> tuple[PartitionNow, tuple[int, int] | None]:
     """The partition as it is now, and the batch holding the end - 1 of a read now (the next mark's)."""
     whole = replace(options, starting=Bound(EARLIEST), ending=Bound(LATEST))

@@ -28,10 +28,12 @@ from pathlib import Path
 import numpy as np
 from pyspark.sql.datasource import InputPartition
 
+from kafka_log_core import storage
 from kafka_log_core.errors import CorruptIndexError, KafkaLogError, UsageError
-from kafka_log_core.format.filenames import TopicPartition, list_partition_dirs, parse_partition_dir
+from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log import locks
-from kafka_log_core.log.log_dir import LogDirState, PartitionCheckpoints
+from kafka_log_core.log.listing import PartitionTask, log_dir_partitions
+from kafka_log_core.log.log_dir import LogDirState
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
 from kafka_log_core.rules.producer_state import build_producer_table
@@ -40,20 +42,6 @@ from spark_udfs.errors import DataLossError, PartitionReadError
 from spark_udfs.options import EARLIEST, LATEST, Bound, ReadOptions
 
 LOG = logging.getLogger("kafka_log.source")
-
-
-@dataclass(frozen=True, order=True)
-class PartitionSource:
-    """One partition directory to read, with its entries of its log dir's checkpoints."""
-
-    topic: str
-    partition: int
-    log_dir: str
-    checkpoints: PartitionCheckpoints
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 @dataclass(frozen=True)
@@ -77,7 +65,7 @@ class Chunk:
 class Split(InputPartition):
     """One Spark partition: chunks of one partition, in offset order, and the offsets to return."""
 
-    source: PartitionSource
+    source: PartitionTask  # the partition directory, as the jobs list it
     chunks: tuple[Chunk, ...]
     start_offset: int  # records with start_offset <= offset < end_offset
     end_offset: int
@@ -85,10 +73,10 @@ class Split(InputPartition):
 
 
 # ------------------------------------------------------------------------------------------ partitions
-def find_partitions(options: ReadOptions) -> list[PartitionSource]:
-    """The selected partition directories of every given path, sorted; one partition in two log dirs is
-    refused (a JBOD broker keeps each partition in one dir)."""
-    found: dict[TopicPartition, PartitionSource] = {}
+def find_partitions(options: ReadOptions) -> list[PartitionTask]:
+    """The selected partition directories of every given path, sorted by topic and partition; one
+    partition in two log dirs is refused (a JBOD broker keeps each partition in one dir)."""
+    found: dict[TopicPartition, PartitionTask] = {}
     for log_dir, listed in _log_dirs(options.paths):
         state = LogDirState.read(log_dir)
         for tp in listed:
@@ -96,7 +84,7 @@ def find_partitions(options: ReadOptions) -> list[PartitionSource]:
                 continue
             if tp in found:
                 raise UsageError(f"kafka-log: {tp} is in two log dirs: {found[tp].log_dir} and {log_dir}")
-            found[tp] = PartitionSource(tp.topic, tp.partition, os.fspath(log_dir), state.for_partition(tp))
+            found[tp] = PartitionTask(os.fspath(log_dir), tp.topic, tp.partition, state.for_partition(tp))
     if options.selection.kind == "assign":
         missing = sorted(options.selection.partitions - set(found))
         if missing:
@@ -108,14 +96,14 @@ def find_partitions(options: ReadOptions) -> list[PartitionSource]:
         raise UsageError(
             f"kafka-log: the offsets options name {', '.join(map(str, sorted(named)))}, which are not read"
         )
-    return sorted(found.values())
+    return sorted(found.values(), key=lambda source: source.tp)
 
 
 def expand_paths(paths: tuple[str, ...]) -> list[Path]:
     """``load(["/d1", "/d2"])`` or ``load("/d1,/d2")``; a path that exists is never split at commas."""
     out = []
     for path in paths:
-        parts = [path] if os.path.isdir(path) or "," not in path else [p.strip() for p in path.split(",")]
+        parts = [path] if storage.is_dir(path) or "," not in path else [p.strip() for p in path.split(",")]
         out += [Path(p) for p in parts if p]
     return out
 
@@ -123,14 +111,9 @@ def expand_paths(paths: tuple[str, ...]) -> list[Path]:
 def _log_dirs(paths: tuple[str, ...]) -> Iterator[tuple[Path, list[TopicPartition]]]:
     """Each path as (log dir, partitions): a log dir, or a single partition directory inside one."""
     for path in expand_paths(paths):
-        if not path.is_dir():
+        if not storage.is_dir(path):
             raise UsageError(f"kafka-log: {path} is not a directory")
-        listed = [tp for tp, _ in list_partition_dirs(path)]
-        single = parse_partition_dir(path.name)
-        if not listed and single is not None:
-            yield path.parent, [single]
-        else:
-            yield path, listed
+        yield log_dir_partitions(path, alone=True)
 
 
 # ------------------------------------------------------------------------------------------ the plan
@@ -143,9 +126,9 @@ def plan(options: ReadOptions) -> list[Split]:
     return splits_of(planned, options)
 
 
-def plan_partitions(options: ReadOptions) -> list[tuple[PartitionSource, _Planned | PartitionReadError]]:
+def plan_partitions(options: ReadOptions) -> list[tuple[PartitionTask, _Planned | PartitionReadError]]:
     """Each selected partition's plan, or why it cannot be planned (a job fails that partition alone)."""
-    out: list[tuple[PartitionSource, _Planned | PartitionReadError]] = []
+    out: list[tuple[PartitionTask, _Planned | PartitionReadError]] = []
     for source in find_partitions(options):
         try:
             out.append((source, _plan_partition(options, source)))
@@ -159,7 +142,7 @@ def plan_partitions(options: ReadOptions) -> list[tuple[PartitionSource, _Planne
 
 
 def splits_of(
-    planned: list[tuple[PartitionSource, _Planned | PartitionReadError]], options: ReadOptions
+    planned: list[tuple[PartitionTask, _Planned | PartitionReadError]], options: ReadOptions
 ) -> list[Split]:
     """The splits of the partitions that could be planned."""
     ready = [p for _, p in planned if isinstance(p, _Planned)]
@@ -174,7 +157,7 @@ def splits_of(
 class _Planned:
     """One partition's read before it is cut into splits: byte ranges of segments, in offset order."""
 
-    source: PartitionSource
+    source: PartitionTask
     pieces: list[tuple[Segment, int, int]]
     start: int
     end: int
@@ -190,7 +173,7 @@ class _Planned:
         return _pack(self.source, self.pieces, max_bytes, self.start, self.end, self.aborted)
 
 
-def _plan_partition(options: ReadOptions, source: PartitionSource) -> _Planned:
+def _plan_partition(options: ReadOptions, source: PartitionTask) -> _Planned:
     log = PartitionLog.open(source.log_dir, source.tp, source.checkpoints)
     if options.level == "segments":
         return _Planned(source, [], log.log_start_offset, log.log_end_offset, whole=True, describe_files=True)
@@ -241,7 +224,7 @@ def _check_active_tail(log: PartitionLog, options: ReadOptions) -> None:
 
 
 def _tail(path: Path, start: int) -> Iterator[bytes]:
-    with open(path, "rb") as f:
+    with storage.open_regular_file(path) as f:
         f.seek(start)
         while block := f.read(1 << 20):
             yield block.strip(b"\0")
@@ -353,7 +336,7 @@ def _cuts(segment: Segment, low: int, high: int, max_bytes: int) -> list[tuple[i
 
 
 def _chunk(segment: Segment, low: int, high: int) -> Chunk:
-    stat = os.stat(segment.log_path)
+    stat = storage.stat(segment.log_path)
     return Chunk(os.fspath(segment.log_path), segment.base_offset, low, high, segment.size, stat.st_ino)
 
 

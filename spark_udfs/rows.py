@@ -21,16 +21,15 @@ The core's batch and record readers are called in three small functions: :func:`
 
 from __future__ import annotations
 
-import mmap
 import os
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
 
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError, KafkaLogError
 from kafka_log_core.format import compression, log_file
-from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.record_batch import BatchHeader
 from kafka_log_core.log.partition_log import PartitionLog
@@ -61,14 +60,15 @@ def _records(batch: FileBatch) -> list:
 def _open(chunk: Chunk):
     """The chunk's ``.log``, memory-mapped read-only; refused if it was replaced or shortened since the
     DataFrame was planned (a job rewrote it: load the DataFrame again)."""
-    with open(chunk.path, "rb") as f:
-        stat = os.fstat(f.fileno())
+
+    def unchanged(stat: os.stat_result) -> None:
         if stat.st_ino != chunk.inode or stat.st_size < chunk.size:
             raise KafkaLogError(
                 f"{chunk.path}: changed since this DataFrame was planned ({chunk.size} bytes then, "
                 f"{stat.st_size} now, {'same' if stat.st_ino == chunk.inode else 'another'} file): load it again"
             )
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+    return storage.map_regular(chunk.path, unchanged)
 
 
 # ------------------------------------------------------------------------------------------ whole reads
@@ -285,9 +285,7 @@ def batch_rows(split: Split) -> Iterator[tuple]:
 
 def segment_rows(split: Split) -> Iterator[tuple]:
     source = split.source
-    log = PartitionLog.open(
-        source.log_dir, TopicPartition(source.topic, source.partition), source.checkpoints
-    )
+    log = PartitionLog.open(source.log_dir, source.tp, source.checkpoints)
     for segment in log.segments:
         first = segment.first_batch_timestamp
         yield (

@@ -195,3 +195,51 @@ def test_no_import_cycle_in_the_core():
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+# Reads of files go through kafka_log_core/storage.py (the file-access seam): nowhere else on the runtime
+# path are files listed, stat'ed, mapped or opened for reading. (Writes go through fsutil and
+# log/segment_files.py; the simulator is not on the runtime path.)
+STORAGE = f"{CORE}.storage"
+LOCAL_ONLY = {
+    "jobs.package": "`make dist` packs this checkout",
+    "spark_udfs.packages": "Spark's Ivy settings on the machine that starts Spark",
+}
+_READS = {("os", "scandir"), ("os", "listdir"), ("os", "stat"), ("mmap", "mmap")}
+_READ_METHODS = {"read_bytes", "read_text", "iterdir"}
+
+
+def direct_reads(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if (func.value.id, func.attr) in _READS:
+                found.append(f"line {node.lineno}: {func.value.id}.{func.attr}()")
+                continue
+        if isinstance(func, ast.Attribute) and func.attr in _READ_METHODS:
+            found.append(f"line {node.lineno}: .{func.attr}()")
+        elif isinstance(func, ast.Name) and func.id == "open":
+            mode = (
+                node.args[1]
+                if len(node.args) > 1
+                else next((k.value for k in node.keywords if k.arg == "mode"), None)
+            )
+            text = mode.value if isinstance(mode, ast.Constant) else "r"
+            if "r" in str(text):
+                found.append(f"line {node.lineno}: open(..., {text!r})")
+    return found
+
+
+RUNTIME_MODULES = [
+    (name, path)
+    for name, path in ALL_MODULES
+    if name != STORAGE and not name.startswith(SIMULATOR) and name not in LOCAL_ONLY
+]
+
+
+@pytest.mark.parametrize("name,path", RUNTIME_MODULES, ids=[name for name, _ in RUNTIME_MODULES])
+def test_files_are_read_only_through_the_storage_seam(name, path):
+    assert direct_reads(path) == [], f"{name} reads files itself; use kafka_log_core.storage"

@@ -30,9 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import CorruptCheckpointError
 from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.format.properties import MalformedEscapeError, parse_java_properties
+from kafka_log_core.javacompat import parse_java_integer
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -48,7 +50,6 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 _JAVA_WS = "[ \t\n\x0b\f\r]"  # Java regex \s
 _FIELDS = re.compile(_JAVA_WS + "+")
 _META_SPLIT = re.compile(":" + _JAVA_WS + "+")
-_JAVA_NUMBER = re.compile(r"[+-]?\d+")  # \d: Unicode decimal digits, like Character.digit(c, 10)
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 _INT = (-(2**31), 2**31 - 1)
 _LONG = (-(2**63), 2**63 - 1)
@@ -100,10 +101,7 @@ def _lines(data: bytes, path: StrPath | None) -> list[tuple[int, str]]:
 
 
 def _java_number(text: str, bounds: tuple[int, int]) -> int | None:
-    if not _JAVA_NUMBER.fullmatch(text):
-        return None
-    value = int(text)
-    return value if bounds[0] <= value <= bounds[1] else None
+    return parse_java_integer(text, *bounds)
 
 
 def _java_split(line: str) -> list[str]:
@@ -168,7 +166,7 @@ def parse_offset_checkpoint(data: bytes, path: StrPath | None = None) -> dict[To
 def read_offset_checkpoint(path: StrPath) -> dict[TopicPartition, int]:
     """Read an offset checkpoint file; a missing file has no entries (the broker creates it empty)."""
     target = Path(path)
-    return parse_offset_checkpoint(fsutil.read_regular(target), path) if target.exists() else {}
+    return parse_offset_checkpoint(storage.read_regular(target), path) if storage.exists(target) else {}
 
 
 def format_offset_checkpoint(offsets: Mapping[TopicPartition, int]) -> bytes:
@@ -217,7 +215,7 @@ def parse_leader_epoch_checkpoint(data: bytes, path: StrPath | None = None) -> l
 
 def read_leader_epoch_checkpoint(path: StrPath) -> list[EpochEntry]:
     target = Path(path)
-    return parse_leader_epoch_checkpoint(fsutil.read_regular(target), path) if target.exists() else []
+    return parse_leader_epoch_checkpoint(storage.read_regular(target), path) if storage.exists(target) else []
 
 
 def assign(cache: Sequence[EpochEntry], entry: EpochEntry) -> list[EpochEntry]:
@@ -329,7 +327,7 @@ def parse_partition_metadata(data: bytes, path: StrPath | None = None) -> Partit
 
 
 def read_partition_metadata(path: StrPath) -> PartitionMetadata:
-    return parse_partition_metadata(fsutil.read_regular(path), path)
+    return parse_partition_metadata(storage.read_regular(path), path)
 
 
 def format_partition_metadata(topic_id: str, version: int = 0) -> bytes:
@@ -346,69 +344,11 @@ def write_partition_metadata(path: StrPath, topic_id: str) -> None:
 # ---------------------------------------------------------------- meta.properties (read only)
 
 
-def parse_java_properties(text: str) -> dict[str, str]:
-    """java.util.Properties.load: comments (#, !), continuation lines, = : or blank separators, escapes."""
-    props: dict[str, str] = {}
-    natural = re.split(r"\r\n|\r|\n", text)
-    i = 0
-    while i < len(natural):
-        line = natural[i].lstrip(" \t\f")
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while _continues(line) and i < len(natural):
-            line = line[:-1] + natural[i].lstrip(" \t\f")
-            i += 1
-        if _continues(line):
-            line = line[:-1]
-        key_end, value_start, separated, escaped = len(line), len(line), False, False
-        for pos, char in enumerate(line):
-            if char in "=:" and not escaped:
-                key_end, value_start, separated = pos, pos + 1, True
-                break
-            if char in " \t\f" and not escaped:
-                key_end, value_start = pos, pos + 1
-                break
-            escaped = char == "\\" and not escaped
-        while value_start < len(line) and (
-            line[value_start] in " \t\f" or (not separated and line[value_start] in "=:")
-        ):
-            separated = separated or line[value_start] in "=:"
-            value_start += 1
-        props[_unescape(line[:key_end])] = _unescape(line[value_start:])
-    return props
-
-
-def _continues(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _unescape(text: str) -> str:
-    out, i = [], 0
-    while i < len(text):
-        char = text[i]
-        i += 1
-        if char != "\\" or i == len(text):
-            out.append(char)
-            continue
-        char = text[i]
-        i += 1
-        if char == "u":
-            digits = text[i : i + 4]
-            if len(digits) != 4 or not re.fullmatch("[0-9a-fA-F]{4}", digits):
-                raise ValueError(f"malformed \\uxxxx escape: \\u{digits}")
-            out.append(chr(int(digits, 16)))
-            i += 4
-        else:
-            out.append({"t": "\t", "r": "\r", "n": "\n", "f": "\f"}.get(char, char))
-    return "".join(out)
-
-
 def parse_meta_properties(data: bytes, path: StrPath | None = None) -> MetaProperties:
     """MetaProperties.Builder(Properties): version 0 (default) or 1; v1 needs node.id and cluster.id."""
     try:
         props = parse_java_properties(data.decode("latin-1"))
-    except ValueError as err:
+    except MalformedEscapeError as err:
         raise CorruptCheckpointError(str(err), path) from err
     version_text = props.get("version", "0")
     version = _java_number(version_text.strip("".join(map(chr, range(33)))), _INT)
@@ -435,4 +375,4 @@ def parse_meta_properties(data: bytes, path: StrPath | None = None) -> MetaPrope
 
 
 def read_meta_properties(path: StrPath) -> MetaProperties:
-    return parse_meta_properties(fsutil.read_regular(path), path)
+    return parse_meta_properties(storage.read_regular(path), path)

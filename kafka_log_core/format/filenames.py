@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG
 from kafka_log_core.errors import UsageError
+from kafka_log_core.javacompat import parse_java_integer
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -35,6 +36,8 @@ TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 SNAPSHOT_SUFFIX = ".snapshot"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+#: A segment's own files, ``.log`` first (a ``.snapshot`` belongs to the producer state).
+SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 DELETED_MARKER = ".deleted"
 CLEANED_MARKER = ".cleaned"
@@ -133,8 +136,8 @@ def parse_segment_file(name: str) -> SegmentFileName | None:
     match = _SEGMENT_NAME.fullmatch(name)
     if match is None:
         return None
-    offset = int(match["digits"])
-    if offset > MAX_LONG:
+    offset = parse_java_integer(match["digits"])
+    if offset is None:
         return None
     return SegmentFileName(offset, match["suffix"], match["marker"])
 
@@ -163,24 +166,77 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     topic, dash, partition = name.rpartition("-")
     if not dash or not topic or not _PARTITION.fullmatch(partition):
         return None
-    number = int(partition)
-    if number > MAX_INT or topic == METADATA_TOPIC:
+    number = parse_java_integer(partition, 0, MAX_INT)
+    if number is None or topic == METADATA_TOPIC:
         return None
     return TopicPartition(topic, number)
 
 
-def list_partition_dirs(log_dir: str | os.PathLike[str]) -> list[tuple[TopicPartition, Path]]:
-    """Every live partition directory of a log dir, sorted by (topic, partition)."""
-    found: list[tuple[TopicPartition, Path]] = []
-    with os.scandir(log_dir) as entries:
+@dataclass(frozen=True, slots=True)
+class SkippedDir:
+    """A directory named like a partition that is not one to work on, and why (one line)."""
+
+    tp: TopicPartition
+    path: Path
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDirs:
+    """A log dir's partition directories: one entry per directory on disk (``found``, sorted by topic and
+    partition, each with its identity: device and inode), and what was skipped with the reason."""
+
+    found: list[tuple[TopicPartition, Path]]
+    identities: dict[TopicPartition, tuple[int, int]]
+    skipped: list[SkippedDir]
+
+
+def scan_partition_dirs(log_dir: str | os.PathLike[str]) -> PartitionDirs:
+    """Every live partition directory of a log dir, identified by what it is on disk, not by its name.
+
+    Skipped, with the reason: a name whose topic Kafka would not create (``Topic.validate``: ``.``, ``..``,
+    a character outside ``[a-zA-Z0-9._-]``, more than 249 characters: no topic can hold data there), and
+    an alias -- a second name for a directory already listed (a symlink such as ``x-0 -> orders-0``, a
+    bind mount): one directory, one partition, worked on once, under the name that is not a symlink
+    (else the first)."""
+    candidates: list[tuple[bool, str, TopicPartition, Path, tuple[int, int]]] = []
+    skipped: list[SkippedDir] = []
+    with storage.scandir(log_dir) as entries:
         for entry in entries:
             if not entry.is_dir():
                 continue
             tp = parse_partition_dir(entry.name)
-            if tp is not None:
-                found.append((tp, Path(entry.path)))
+            if tp is None:
+                continue
+            problem = topic_name_problem(tp.topic)
+            if problem is not None:
+                reason = f"{entry.path}: not a partition of a topic Kafka could create ({problem}): skipped"
+                skipped.append(SkippedDir(tp, Path(entry.path), reason))
+                continue
+            st = entry.stat()  # the directory itself, symlinks followed
+            candidates.append((entry.is_symlink(), entry.name, tp, Path(entry.path), (st.st_dev, st.st_ino)))
+    kept: dict[tuple[int, int], Path] = {}
+    found: list[tuple[TopicPartition, Path]] = []
+    identities: dict[TopicPartition, tuple[int, int]] = {}
+    for is_link, _, tp, path, identity in sorted(candidates):  # real directories before symlinks
+        first = kept.get(identity)
+        if first is not None:
+            how = f"a symlink to {storage.readlink(path)}" if is_link else "a second name (a bind mount)"
+            reason = f"{path}: {how}, the same directory as {first.name}: an alias, skipped (worked on as {first.name})"
+            skipped.append(SkippedDir(tp, path, reason))
+            continue
+        kept[identity] = path
+        found.append((tp, path))
+        identities[tp] = identity
     found.sort(key=lambda item: item[0])
-    return found
+    skipped.sort(key=lambda s: s.tp)
+    return PartitionDirs(found, identities, skipped)
+
+
+def list_partition_dirs(log_dir: str | os.PathLike[str]) -> list[tuple[TopicPartition, Path]]:
+    """Every live partition directory of a log dir, sorted by (topic, partition); what
+    :func:`scan_partition_dirs` skips is left out."""
+    return scan_partition_dirs(log_dir).found
 
 
 def list_segment_bases(directory: str | os.PathLike[str]) -> list[int]:
@@ -189,13 +245,13 @@ def list_segment_bases(directory: str | os.PathLike[str]) -> list[int]:
     Every entry named like a segment file (live or marked) must be a regular file (symlinks followed):
     a FIFO, socket, device or directory with such a name is refused here, before anything opens it."""
     bases = []
-    with os.scandir(directory) as entries:
+    with storage.scandir(directory) as entries:
         for entry in entries:
             parsed = parse_segment_file(entry.name)
             if parsed is None:
                 continue
             if not entry.is_file():
-                fsutil.check_regular(entry.path, _stat_or_lstat(entry))
+                storage.check_regular(entry.path, _stat_or_lstat(entry))
             if parsed.suffix == LOG_SUFFIX and parsed.marker is None:
                 bases.append(parsed.base_offset)
     return sorted(bases)

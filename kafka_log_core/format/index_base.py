@@ -4,6 +4,12 @@ Both are flat arrays of fixed-width big-endian entries with no header, each entr
 relative to the segment's base offset. The broker reads ``floor(length / entry size)`` entries and ignores
 trailing bytes; the tools' sanity check refuses them. Lookups clamp the target to Java's long range and
 binary-search the array; truncation drops every entry at or above an offset; a full index forces a roll.
+
+The broker memory-maps an index file whole (``AbstractIndex``: ``FileChannel.map`` of its length), so it
+cannot open one longer than Java's ``Integer.MAX_VALUE`` bytes; after a clean shutdown it trusts the
+length it finds. An index is read here only up to those bounds: longer than Kafka can map, or (for a
+segment's own index) longer than its log could need -- one entry per batch at most, a batch at least
+:data:`MIN_BATCH_BYTES` -- is refused with its size, before a byte of it is read.
 """
 
 from __future__ import annotations
@@ -16,13 +22,40 @@ from typing import ClassVar, Generic, Self, TypeVar
 
 import numpy as np
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG, MIN_LONG
 from kafka_log_core.errors import ConfigError, CorruptIndexError
 from kafka_log_core.format.filenames import base_offset_of
+from kafka_log_core.format.log_file import LOG_OVERHEAD, MIN_ENTRY_SIZE
 
 MAX_RELATIVE_OFFSET = MAX_INT  # relative offsets are stored as int32
+MAX_INDEX_FILE_BYTES = MAX_INT  # Java maps at most Integer.MAX_VALUE bytes: the broker cannot open more
+MIN_BATCH_BYTES = LOG_OVERHEAD + MIN_ENTRY_SIZE  # the smallest batch (a magic-0 message) on disk
+ITER_CHUNK = 1 << 16  # entries converted to Python at a time when iterating
 E = TypeVar("E")
+
+
+def read_index_file(
+    path: str | os.PathLike[str], kind: str, entry_size: int, log_size: int | None = None
+) -> bytes:
+    """The bytes of an index file (a regular file, see :func:`storage.open_regular`), refused with its
+    size when it is longer than Kafka can map, or than a log of ``log_size`` bytes could need."""
+    with storage.open_regular_file(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_INDEX_FILE_BYTES:
+            raise CorruptIndexError(
+                f"{kind} is {size} bytes, longer than the {MAX_INDEX_FILE_BYTES} bytes a Kafka index can be "
+                "(the broker cannot map it): not read",
+                path,
+            )
+        if log_size is not None and size > (log_size // MIN_BATCH_BYTES) * entry_size:
+            raise CorruptIndexError(
+                f"{kind} is {size} bytes ({size // entry_size} entries) but its log of {log_size} bytes holds at "
+                f"most {log_size // MIN_BATCH_BYTES} batches, one entry each: longer than its log could need "
+                "(a preallocated or damaged index): not read",
+                path,
+            )
+        return f.read()
 
 
 def clamp_long(value: int) -> int:
@@ -83,14 +116,15 @@ class FixedWidthIndex(Generic[E]):
     def read(cls, path: str | os.PathLike[str], base_offset: int | None = None) -> Self:
         """Read an index file; the base offset defaults to the one in its file name."""
         base = base_offset_of(path) if base_offset is None else base_offset
-        return cls.parse(fsutil.read_regular(path), base, path)
+        return cls.parse(read_index_file(path, cls.KIND, cls.ENTRY_SIZE), base, path)
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def __iter__(self) -> Iterator[E]:
-        for row in self.entries.tolist():
-            yield self.make_entry(row)
+        for start in range(0, len(self.entries), ITER_CHUNK):  # never the whole index as Python objects
+            for row in self.entries[start : start + ITER_CHUNK].tolist():
+                yield self.make_entry(row)
 
     def entry(self, n: int) -> E:
         return self.make_entry(self.entries[n].item())

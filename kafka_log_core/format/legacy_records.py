@@ -24,10 +24,14 @@ from dataclasses import dataclass
 
 from kafka_log_core.errors import CorruptRecordError
 from kafka_log_core.format import compression
-from kafka_log_core.format.record_batch import TimestampType
+from kafka_log_core.format.record_batch import (
+    CODEC_MASK,
+    LOG_OVERHEAD,
+    OFFSET_AND_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    TimestampType,
+)
 
-LOG_OVERHEAD = 12
-_ENTRY = struct.Struct(">qi")  # offset, message_size
 _V0 = struct.Struct(
     ">I"  # crc
     "b"  # magic
@@ -35,9 +39,8 @@ _V0 = struct.Struct(
 )
 _V1_TS = struct.Struct(">q")  # timestamp (v1 only)
 _INT32 = struct.Struct(">i")
-MIN_MESSAGE_SIZE = {0: 14, 1: 22}
-CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
+MIN_MESSAGE_SIZE = {0: 14, 1: 22}  # LegacyRecord.RECORD_OVERHEAD_V0, _V1
+MIN_ENTRY_SIZE = MIN_MESSAGE_SIZE[0]  # the smallest size field of any log entry
 NO_TIMESTAMP = -1
 
 
@@ -85,7 +88,7 @@ def decode_message(
     end = len(buf) if end is None else end
     if pos + LOG_OVERHEAD + _V0.size > end:
         raise CorruptRecordError("legacy entry header truncated", None, pos)
-    offset, size = _ENTRY.unpack_from(buf, pos)
+    offset, size = OFFSET_AND_SIZE.unpack_from(buf, pos)
     msg = pos + LOG_OVERHEAD
     if size < MIN_MESSAGE_SIZE[0] or msg + size > end:
         raise CorruptRecordError(f"legacy message size {size} is invalid or overruns the data", None, pos)
@@ -191,7 +194,7 @@ def encode_message(
             body += _INT32.pack(len(field)) + field
     crc = zlib.crc32(body)
     message = struct.pack(">I", crc) + bytes(body)
-    return _ENTRY.pack(offset, len(message)) + message
+    return OFFSET_AND_SIZE.pack(offset, len(message)) + message
 
 
 def encode_wrapper(

@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError
 from kafka_log_core.format import compression, legacy_records, record_batch
 from kafka_log_core.format.compression import MAX_BATCH_BYTES
-from kafka_log_core.format.legacy_records import LegacyRecord
-from kafka_log_core.format.record_batch import BatchHeader, Record
-
-LOG_OVERHEAD = 12
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
-_OFFSET_SIZE = struct.Struct(">qi")
+from kafka_log_core.format.legacy_records import MIN_ENTRY_SIZE, LegacyRecord
+from kafka_log_core.format.record_batch import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    OFFSET_AND_SIZE,
+    BatchHeader,
+    Record,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,10 +122,7 @@ class FileBatch:
 def read_log(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
     """The bytes of a ``.log``, memory-mapped read-only: pages come from the page cache on demand and are
     never copied into the process, so a 1 GiB segment costs address space, not a 1 GiB buffer."""
-    with fsutil.open_regular_file(path) as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return storage.map_regular(path)
 
 
 def iter_batches(
@@ -144,7 +140,7 @@ def iter_batches(
     name = None if path is None else os.fspath(path)
     pos = start
     while pos + HEADER_SIZE_UP_TO_MAGIC < end:
-        offset, size = _OFFSET_SIZE.unpack_from(view, pos)
+        offset, size = OFFSET_AND_SIZE.unpack_from(view, pos)
         if size < MIN_ENTRY_SIZE:
             raise CorruptRecordError(
                 f"record size {size} is smaller than the minimum record overhead ({MIN_ENTRY_SIZE})",
@@ -185,4 +181,4 @@ def iter_file_batches(path: str | os.PathLike[str], *, strict: bool = False) -> 
 
 
 def log_size(path: str | os.PathLike[str]) -> int:
-    return Path(path).stat().st_size
+    return storage.stat(path).st_size

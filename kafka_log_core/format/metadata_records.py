@@ -47,6 +47,7 @@ from typing import Any
 
 from kafka_log_core.errors import CorruptDataError
 from kafka_log_core.format.checkpoints import encode_uuid
+from kafka_log_core.format.kafka_message import INT8, INT16, INT32, MessageReader
 
 FRAME_VERSION = 1
 
@@ -126,61 +127,27 @@ MetadataRecord = (
 # --- primitive readers: each reads one value at the cursor and moves it past ---------------------------------
 
 
-class _Reader:
-    """A cursor over one record value; every read checks the bytes are there."""
-
-    __slots__ = ("buf", "pos", "end")
-
-    def __init__(self, buf: bytes, pos: int = 0, end: int | None = None) -> None:
-        self.buf, self.pos, self.end = buf, pos, len(buf) if end is None else end
-
-    def take(self, n: int, what: str) -> bytes:
-        if n < 0 or self.pos + n > self.end:
-            raise CorruptMetadataError(
-                f"{what}: {n} bytes needed, {self.end - self.pos} left", None, self.pos
-            )
-        data = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return data
-
-    def uvarint(self, what: str) -> int:
-        value, shift, start = 0, 0, self.pos
-        while True:
-            if self.pos >= self.end:
-                raise CorruptMetadataError(f"{what}: unsigned varint runs past the end", None, start)
-            byte = self.buf[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift >= 35:
-                raise CorruptMetadataError(f"{what}: unsigned varint longer than 5 bytes", None, start)
-
-    def fixed(self, fmt: struct.Struct, what: str) -> int:
-        return fmt.unpack(self.take(fmt.size, what))[0]
+def _reader(buf: bytes, pos: int = 0, end: int | None = None) -> MessageReader:
+    return MessageReader(buf, pos, end, CorruptMetadataError)
 
 
-_INT8, _INT16, _INT32 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i")
+def _int8(r: MessageReader, what: str) -> int:
+    return r.fixed(INT8, what)
 
 
-def _int8(r: _Reader, what: str) -> int:
-    return r.fixed(_INT8, what)
+def _int16(r: MessageReader, what: str) -> int:
+    return r.fixed(INT16, what)
 
 
-def _int16(r: _Reader, what: str) -> int:
-    return r.fixed(_INT16, what)
+def _int32(r: MessageReader, what: str) -> int:
+    return r.fixed(INT32, what)
 
 
-def _int32(r: _Reader, what: str) -> int:
-    return r.fixed(_INT32, what)
+def _uuid(r: MessageReader, what: str) -> str:
+    return encode_uuid(r.uuid(what))
 
 
-def _uuid(r: _Reader, what: str) -> str:
-    return encode_uuid(r.take(16, what))
-
-
-def _string(r: _Reader, what: str) -> str | None:
+def _string(r: MessageReader, what: str) -> str | None:
     length = r.uvarint(what) - 1
     if length < 0:
         return None
@@ -191,7 +158,7 @@ def _string(r: _Reader, what: str) -> str | None:
         raise CorruptMetadataError(f"{what}: not UTF-8 ({err.reason})", None, start) from err
 
 
-def _int32_array(r: _Reader, what: str) -> tuple[int, ...] | None:
+def _int32_array(r: MessageReader, what: str) -> tuple[int, ...] | None:
     count = r.uvarint(what) - 1
     if count < 0:
         return None
@@ -199,14 +166,14 @@ def _int32_array(r: _Reader, what: str) -> tuple[int, ...] | None:
     return struct.unpack(f">{count}i", data)
 
 
-def _uuid_array(r: _Reader, what: str) -> tuple[str, ...] | None:
+def _uuid_array(r: MessageReader, what: str) -> tuple[str, ...] | None:
     count = r.uvarint(what) - 1
     if count < 0:
         return None
     return tuple(_uuid(r, what) for _ in range(count))
 
 
-Read = Callable[[_Reader, str], Any]
+Read = Callable[[MessageReader, str], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +262,7 @@ SCHEMAS: dict[int, _Schema] = {
 
 def decode_record(value: bytes) -> MetadataRecord:
     """Decode one metadata record value (positions in errors are relative to the value)."""
-    r = _Reader(value)
+    r = _reader(value)
     frame = r.uvarint("frame version")
     if frame != FRAME_VERSION:
         raise CorruptMetadataError(f"frame version {frame}, expected {FRAME_VERSION}", None, 0)
@@ -316,7 +283,7 @@ def decode_record(value: bytes) -> MetadataRecord:
     for _ in range(r.uvarint(f"{what} tagged field count")):
         tag = r.uvarint(f"{what} tag")
         size = r.uvarint(f"{what} tag {tag} size")
-        body = _Reader(r.buf, r.pos, r.pos + size)
+        body = _reader(r.buf, r.pos, r.pos + size)
         r.take(size, f"{what} tag {tag}")
         tagged = schema.tagged.get(tag)
         if tagged is None or version < tagged.since:
@@ -331,7 +298,7 @@ def decode_record(value: bytes) -> MetadataRecord:
     return schema.build(values)
 
 
-def _read_field(r: _Reader, field: _Field, what: str) -> Any:
+def _read_field(r: MessageReader, field: _Field, what: str) -> Any:
     value = field.read(r, what)
     if value is None and not field.nullable:
         raise CorruptMetadataError(f"{what}: null in a non-nullable field", None, r.pos)

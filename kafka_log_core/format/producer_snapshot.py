@@ -30,7 +30,7 @@ from dataclasses import astuple, dataclass
 
 import crc32c
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import CorruptCheckpointError
 
 VERSION = 1
@@ -101,7 +101,7 @@ def parse_producer_snapshot(
 
 
 def read_producer_snapshot(path: str | os.PathLike[str]) -> list[ProducerSnapshotEntry]:
-    return parse_producer_snapshot(fsutil.read_regular(path), path)
+    return parse_producer_snapshot(storage.read_regular(path), path)
 
 
 def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:

@@ -40,7 +40,10 @@ from kafka_log_core.format import compression
 from kafka_log_core.format.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 MAGIC = 2
-LOG_OVERHEAD = 12  # base_offset + batch_length
+LOG_OVERHEAD = 12  # base_offset + batch_length: the framing of every log entry, legacy or v2
+OFFSET_AND_SIZE = struct.Struct(">qi")  # that framing: the (base) offset and the size that follows
+MAGIC_OFFSET = 16  # after the leader epoch (v2) or the CRC (v0/v1)
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1  # what a reader needs to tell the format of an entry
 HEADER = struct.Struct(
     ">q"  # base_offset
     "i"  # batch_length
@@ -114,7 +117,7 @@ CONTROL_TYPE_NAMES = {
     5: "KRAFT_VERSION",
     6: "KRAFT_VOTERS",
 }
-_CONTROL_KEY = struct.Struct(">hh")  # version, type
+CONTROL_KEY = struct.Struct(">hh")  # a control record's key: version, type
 _END_TXN_VALUE = struct.Struct(">hi")  # version, coordinator_epoch
 
 
@@ -396,9 +399,9 @@ def _read_bytes(buf: bytes | memoryview, pos: int, end: int, what: str) -> tuple
 def decode_control_record(record: Record) -> ControlRecord:
     """Parse a control record's key (and an ABORT/COMMIT marker's value)."""
     key = record.key
-    if key is None or len(key) < _CONTROL_KEY.size:
+    if key is None or len(key) < CONTROL_KEY.size:
         raise CorruptRecordError(f"control record at offset {record.offset} has a key shorter than 4 bytes")
-    version, ctype = _CONTROL_KEY.unpack_from(key)
+    version, ctype = CONTROL_KEY.unpack_from(key)
     if version < 0:
         raise CorruptRecordError(
             f"control record at offset {record.offset} has negative key version {version}"
@@ -445,7 +448,7 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
 
 
 def control_record_key(ctype: int, version: int = 0) -> bytes:
-    return _CONTROL_KEY.pack(version, ctype)
+    return CONTROL_KEY.pack(version, ctype)
 
 
 def end_txn_marker_value(coordinator_epoch: int, version: int = 0) -> bytes:

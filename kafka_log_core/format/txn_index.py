@@ -22,9 +22,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import CorruptIndexError
 from kafka_log_core.format.filenames import parse_segment_file
+from kafka_log_core.format.index_base import read_index_file
 
 ENTRY = struct.Struct(
     ">b"  # version: byte 0 of the int16 version field, read as a signed byte like the broker does
@@ -35,6 +36,7 @@ ENTRY = struct.Struct(
     "q"  # last_stable_offset
 )
 ENTRY_SIZE = ENTRY.size  # 34
+KIND = "transaction index"
 CURRENT_VERSION = 0
 
 
@@ -75,12 +77,16 @@ def parse_txn_index(
     return entries
 
 
-def read_txn_index(path: str | os.PathLike[str], base_offset: int | None = None) -> list[AbortedTxn]:
-    """Read a ``.txnindex`` file; the sanity check uses ``base_offset`` or the offset in the file name."""
+def read_txn_index(
+    path: str | os.PathLike[str], base_offset: int | None = None, log_size: int | None = None
+) -> list[AbortedTxn]:
+    """Read a ``.txnindex`` file; the sanity check uses ``base_offset`` or the offset in the file name. With
+    ``log_size`` (its segment's), a file longer than the segment could need is refused unread: an entry
+    per ABORT marker of the segment at most, a marker being a batch."""
     if base_offset is None:
         parsed = parse_segment_file(Path(path).name)
         base_offset = None if parsed is None else parsed.base_offset
-    return parse_txn_index(fsutil.read_regular(path), base_offset, path)
+    return parse_txn_index(read_index_file(path, KIND, ENTRY_SIZE, log_size), base_offset, path)
 
 
 def sanity_check(
@@ -143,7 +149,7 @@ def append_txn_index(path: str | os.PathLike[str], entries: Iterable[AbortedTxn]
     partial bytes and misalign everything behind them) and entries that do not continue its last offsets.
     """
     target = Path(path)
-    existing = fsutil.read_regular(target) if target.exists() else b""
+    existing = storage.read_regular(target) if storage.exists(target) else b""
     if len(existing) % ENTRY_SIZE:
         raise CorruptIndexError(
             f"cannot append: file is {len(existing)} bytes, expected a multiple of {ENTRY_SIZE}",
@@ -152,7 +158,7 @@ def append_txn_index(path: str | os.PathLike[str], entries: Iterable[AbortedTxn]
         )
     current = parse_txn_index(existing, None, path)
     data = encode_txn_index(entries, current[-1].last_offset if current else None, path)
-    with open(target, "ab") as handle:
+    with fsutil.naming(target, "appending"), open(target, "ab") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())

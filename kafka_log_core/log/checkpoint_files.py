@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import CorruptCheckpointError
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition
@@ -100,7 +100,7 @@ def forget(path: StrPath | None = None) -> None:
 
 def _signature(path: str, fd: int | None = None) -> tuple:
     try:
-        st = os.stat(path) if fd is None else os.fstat(fd)
+        st = storage.stat(path) if fd is None else os.fstat(fd)
     except FileNotFoundError:
         return _MISSING
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -117,7 +117,7 @@ def _current(key: str) -> _Kept:
         if kept is not None and kept.signature == _signature(key):
             return kept
         try:
-            fd = fsutil.open_regular(key)  # a FIFO or directory of that name: refused, never blocks
+            fd = storage.open_regular(key)  # a FIFO or directory of that name: refused, never blocks
         except FileNotFoundError:
             _kept[key] = _NOTHING
             return _NOTHING

@@ -7,8 +7,10 @@ A running broker holds an exclusive POSIX record lock over the whole of ``<log.d
 * byte 0, shared: held by every job process that writes in the log dir. A broker that holds the
   file makes it fail (refused with a clear message); a broker that starts while we hold it fails to
   get its own lock and refuses to start.
-* one byte per partition at ``1 + (64-bit digest of "<topic>-<partition>")``, exclusive: two jobs (or
-  a retried / speculative Spark task) can never write the same partition at once.
+* one byte per partition directory at ``2 + (56-bit digest of its inode number)``, exclusive: two jobs
+  (or a retried / speculative Spark task) can never write the same partition at once, even under two
+  names (a symlink, a bind mount, the log dir given under another path). The inode, not the device: on a
+  shared filesystem every host sees the same inode number, not the same device number.
 * byte 1, exclusive, blocking: guards read-modify-write of the log-dir checkpoint files.
 
 POSIX locks die with the process, so a crashed job leaves nothing to clean up. They are also
@@ -34,9 +36,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from kafka_log_core import storage
 from kafka_log_core.errors import LogDirLockedError, PartitionBusyError, ReadOnlyLogDirError
 from kafka_log_core.format.filenames import TopicPartition
-from kafka_log_core.log.log_dir import LOCK_FILE
+
+LOCK_FILE = ".lock"  # in every log dir; a running broker holds a lock on it
 
 _BROKER_BYTE = 0
 _CHECKPOINT_BYTE = 1
@@ -91,8 +95,14 @@ def _writable_fd(log_dir: Path) -> int:
     return fd
 
 
-def _partition_byte(tp: TopicPartition) -> int:
-    digest = hashlib.blake2b(tp.dir_name.encode("utf-8"), digest_size=7).digest()
+def _partition_byte(log_dir: Path, tp: TopicPartition) -> int:
+    """The lock byte of ``tp``'s directory, keyed by what it is on disk (its inode); by its name when it
+    cannot be looked at (the task then fails on the missing directory anyway)."""
+    try:
+        key = f"inode {storage.stat(log_dir / tp.dir_name).st_ino}"
+    except OSError:
+        key = f"name {tp.dir_name}"
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=7).digest()
     return 2 + int.from_bytes(digest, "big")
 
 
@@ -132,7 +142,7 @@ def partition_lock(log_dir: str | os.PathLike[str], tp: TopicPartition) -> Itera
     fd = _writable_fd(d)
     key = os.fspath(d.resolve())
     lock_path = d / LOCK_FILE
-    byte = _partition_byte(tp)
+    byte = _partition_byte(d, tp)
     busy = PartitionBusyError(
         f"partition {tp} in {d} is being written by another kafka-log-jobs process (lock on {lock_path}): "
         "skipped, a later run takes it up"

@@ -18,15 +18,16 @@ import json
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import UsageError
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition, list_partition_dirs, list_segment_bases
 from kafka_log_core.log import checkpoint_files
+from kafka_log_core.log.locks import LOCK_FILE, checkpoint_lock
 from kafka_log_core.log.segment import Segment
 
 RECOVERY_POINT_CHECKPOINT = checkpoints.RECOVERY_POINT_CHECKPOINT
@@ -34,7 +35,6 @@ LOG_START_OFFSET_CHECKPOINT = checkpoints.LOG_START_OFFSET_CHECKPOINT
 REPLICATION_OFFSET_CHECKPOINT = checkpoints.REPLICATION_CHECKPOINT
 CLEANER_OFFSET_CHECKPOINT = checkpoints.CLEANER_CHECKPOINT
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
 _METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.METADATA_TOPIC_ID, reserved
 
 
@@ -63,14 +63,19 @@ class LogDirState:
 
     @classmethod
     def read(cls, log_dir: str | os.PathLike[str]) -> LogDirState:
+        """The log dir's files; a ``meta.properties`` the broker could not read (an unknown version, a
+        node.id that is no int32: ``MetaProperties.Builder``) is refused as the checkpoints are: the broker
+        takes such a log dir offline (``MetaPropertiesEnsemble.Loader`` puts it in its error log dirs)."""
         d = Path(log_dir)
+        if (d / checkpoints.META_PROPERTIES).exists():
+            checkpoints.read_meta_properties(d / checkpoints.META_PROPERTIES)
         return cls(
             d,
             checkpoints.read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT),
             checkpoints.read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT),
             checkpoints.read_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT),
             checkpoints.read_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT),
-            (d / CLEAN_SHUTDOWN_FILE).exists(),
+            storage.exists(d / CLEAN_SHUTDOWN_FILE),
         )
 
     def for_partition(self, tp: TopicPartition) -> PartitionCheckpoints:
@@ -93,8 +98,39 @@ def read_partition_checkpoints(log_dir: str | os.PathLike[str], tp: TopicPartiti
         log_start_offset=checkpoint_files.entry(d / LOG_START_OFFSET_CHECKPOINT, tp),
         high_watermark=checkpoint_files.entry(d / REPLICATION_OFFSET_CHECKPOINT, tp),
         cleaner_offset=checkpoint_files.entry(d / CLEANER_OFFSET_CHECKPOINT, tp),
-        clean_shutdown=(d / CLEAN_SHUTDOWN_FILE).exists(),
+        clean_shutdown=storage.exists(d / CLEAN_SHUTDOWN_FILE),
     )
+
+
+#: A new checkpoint entry: the offset, None for no entry, or a function of the entry there now.
+EntryChange = int | None | Callable[[int | None], int | None]
+
+
+def update_checkpoints(
+    log_dir: str | os.PathLike[str], tp: TopicPartition, changes: Mapping[str, EntryChange], *,
+    create_missing: bool = False,
+) -> tuple[str, ...]:  # fmt: skip
+    """``tp``'s entries of the log dir's checkpoint files (``changes``: file name -> change), each file
+    read, changed and written back under the log dir's checkpoint lock, so that jobs writing other
+    partitions at the same time lose nothing; entries are written sorted, so the bytes do not depend on
+    which job came first. A file is written only when its entries change (or, with ``create_missing``,
+    when it is not there). Returns the names of the files written."""
+    d = Path(log_dir)
+    written = []
+    with checkpoint_lock(d):
+        for name, change in changes.items():
+            path = d / name
+            offset = change(checkpoint_files.entry(path, tp)) if callable(change) else change
+            if checkpoint_files.update(path, {tp: offset}, create=create_missing):
+                written.append(name)
+    return tuple(written)
+
+
+def write_clean_shutdown(log_dir: str | os.PathLike[str], marker: bytes) -> None:
+    """``.kafka_cleanshutdown`` with ``marker`` as its content, fsynced with its directory."""
+    d = Path(log_dir)
+    fsutil.write_bytes_fsync(d / CLEAN_SHUTDOWN_FILE, marker)
+    fsutil.fsync_dir(d)
 
 
 def random_uuid(rng: random.Random) -> str:
@@ -145,7 +181,7 @@ def write_log_dir_checkpoints(
     for name in (checkpoints.CLEANER_CHECKPOINT, LOCK_FILE):
         (root / name).touch(exist_ok=True)
     meta = root / checkpoints.META_PROPERTIES
-    if not meta.exists():
+    if not storage.exists(meta):
         rng = random.Random(random_seed)
         text = format_meta_properties(
             node_id=node_id,

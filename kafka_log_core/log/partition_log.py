@@ -19,7 +19,7 @@ from kafka_log_core.errors import CorruptDataError
 from kafka_log_core.format.filenames import TopicPartition, list_segment_bases
 from kafka_log_core.format.txn_index import AbortedTxn, collect_aborted
 from kafka_log_core.log.log_dir import CLEANER_OFFSET_CHECKPOINT, LogDirState, PartitionCheckpoints
-from kafka_log_core.log.segment import Segment
+from kafka_log_core.log.segment import Segment, check_batch_offsets
 
 # Re-exported: callers import the log-dir state from here as well as from ``log_dir``.
 __all__ = ["LogDirState", "PartitionCheckpoints", "PartitionLog", "CLEANER_OFFSET_CHECKPOINT"]
@@ -110,6 +110,16 @@ class PartitionLog:
             if result.is_complete:
                 break
         return found
+
+    def check_batch_offsets(self, end_offset: int) -> None:
+        """Refuse offsets a broker could never have appended (:func:`check_batch_offsets`) in the segments
+        that hold offsets below ``end_offset`` (what a cleaning round reads and rewrites), and at the
+        boundary with the segment after them."""
+        previous_last = None
+        for segment in self.segments:
+            previous_last = check_batch_offsets(segment, previous_last)
+            if segment.base_offset >= end_offset:
+                break
 
     def validate_offsets(self) -> None:
         """Refuse a directory whose segments overlap (a gap is legal; an overlap is not)."""

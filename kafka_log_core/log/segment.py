@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,24 +16,25 @@ from pathlib import Path
 
 import numpy as np
 
-from kafka_log_core import fsutil
-from kafka_log_core.constants import MAX_LONG
-from kafka_log_core.errors import CorruptDataError, CorruptIndexError
-from kafka_log_core.format import log_file
+from kafka_log_core import storage
+from kafka_log_core.constants import MAX_LONG, MIN_LONG
+from kafka_log_core.errors import CorruptDataError, CorruptIndexError, CorruptRecordError
+from kafka_log_core.format import log_file, record_batch
 from kafka_log_core.format.filenames import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     segment_file,
 )
+from kafka_log_core.format.index_base import read_index_file
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.offset_index import OffsetIndex, parse_offset_index
+from kafka_log_core.format.record_batch import LOG_OVERHEAD, OFFSET_AND_SIZE
 from kafka_log_core.format.time_index import TimeIndex, parse_time_index
 from kafka_log_core.format.txn_index import AbortedTxn, read_txn_index
 from kafka_log_core.kernels import fields, header_scan, statuses
-
-_OFFSET_SIZE = struct.Struct(">qi")
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,31 +48,49 @@ class Segment:
     @classmethod
     def open(cls, directory: str | os.PathLike[str], base_offset: int) -> Segment:
         path = segment_file(directory, base_offset, LOG_SUFFIX)
-        st = path.stat()
-        fsutil.check_regular(path, st)
+        st = storage.stat(path)
+        storage.check_regular(path, st)
         return cls(Path(directory), base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
 
+    @classmethod
+    def planned(
+        cls, directory: str | os.PathLike[str], base_offset: int, size: int, mtime_ms: int, data,
+        offset_index: OffsetIndex | None = None, time_index: TimeIndex | None = None,
+        aborted_txns: tuple[AbortedTxn, ...] = (), next_offset: int | None = None,
+    ) -> Segment:  # fmt: skip
+        """A segment as a plan would leave it, nothing written (a dry run's view of a recovery): its
+        ``.log`` bytes, indexes (empty when not given) and next offset are given, not read from files."""
+        segment = cls(Path(directory), base_offset, size, mtime_ms, {"data": data})
+        known = segment.__dict__  # where the cached properties keep their values
+        known["offset_index"] = (
+            offset_index if offset_index is not None else OffsetIndex.parse(b"", base_offset)
+        )
+        known["time_index"] = time_index if time_index is not None else TimeIndex.parse(b"", base_offset)
+        known["aborted_txns"] = aborted_txns
+        known["read_next_offset"] = base_offset if next_offset is None else next_offset
+        return segment
+
     # ------------------------------------------------------------------ files
-    @property
+    @cached_property
     def log_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, LOG_SUFFIX)
 
-    @property
+    @cached_property
     def index_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, INDEX_SUFFIX)
 
-    @property
+    @cached_property
     def time_index_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, TIME_INDEX_SUFFIX)
 
-    @property
+    @cached_property
     def txn_index_path(self) -> Path:
         return segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX)
 
     def files(self) -> list[Path]:
         """The segment's files that exist (``.log`` first)."""
-        paths = [self.log_path, self.index_path, self.time_index_path, self.txn_index_path]
-        return [p for p in paths if p.exists()]
+        paths = [segment_file(self.directory, self.base_offset, suffix) for suffix in SEGMENT_FILE_SUFFIXES]
+        return [p for p in paths if storage.exists(p)]
 
     # ------------------------------------------------------------------ contents
     def read(self) -> bytes | mmap.mmap:
@@ -119,21 +137,29 @@ class Segment:
     @cached_property
     def offset_index(self) -> OffsetIndex:
         path = self.index_path
-        data = fsutil.read_regular(path) if path.exists() else b""
+        data = (
+            read_index_file(path, OffsetIndex.KIND, OffsetIndex.ENTRY_SIZE, self.size)
+            if storage.exists(path)
+            else b""
+        )
         return parse_offset_index(data, self.base_offset, path)
 
     @cached_property
     def time_index(self) -> TimeIndex:
         path = self.time_index_path
-        data = fsutil.read_regular(path) if path.exists() else b""
+        data = (
+            read_index_file(path, TimeIndex.KIND, TimeIndex.ENTRY_SIZE, self.size)
+            if storage.exists(path)
+            else b""
+        )
         return parse_time_index(data, self.base_offset, path)
 
     @cached_property
     def aborted_txns(self) -> tuple[AbortedTxn, ...]:
         path = self.txn_index_path
-        if not path.exists():
+        if not storage.exists(path):
             return ()
-        return tuple(read_txn_index(path, self.base_offset))
+        return tuple(read_txn_index(path, self.base_offset, self.size))
 
     # ------------------------------------------------------------------ broker's derived values
     @cached_property
@@ -176,13 +202,13 @@ class Segment:
         if "data" in self._cache:
             yield from log_file.iter_batches(self._cache["data"], self.log_path, start_position, strict=False)
             return
-        with fsutil.open_regular_file(self.log_path) as f:
+        with storage.open_regular_file(self.log_path) as f:
             pos = start_position
             while pos + 17 < self.size:
                 f.seek(pos)
                 head = f.read(12)
-                _, size = _OFFSET_SIZE.unpack(head)
-                if size < log_file.MIN_ENTRY_SIZE or pos + 12 + size > self.size:
+                _, size = OFFSET_AND_SIZE.unpack(head)
+                if size < log_file.MIN_ENTRY_SIZE or pos + LOG_OVERHEAD + size > self.size:
                     break
                 f.seek(pos)
                 chunk = f.read(min(12 + size, 12 + 61 + 64))
@@ -204,11 +230,11 @@ class Segment:
 
 
 def _read_head(path: Path, n: int) -> bytes:
-    with fsutil.open_regular_file(path) as f:
+    with storage.open_regular_file(path) as f:
         head = f.read(12)
         if len(head) < 12:
             return head
-        _, size = _OFFSET_SIZE.unpack(head)
+        _, size = OFFSET_AND_SIZE.unpack(head)
         return head + f.read(max(min(size, 1 << 24), n - 12))
 
 
@@ -258,3 +284,46 @@ def check_indexes(segment: Segment) -> None:
                 segment.time_index_path,
                 n * 12,
             )
+
+
+def check_batch_offsets(segment: Segment, previous_last: int | None = None) -> int | None:
+    """Refuse a segment whose batches' offsets a broker could never have appended; returns the last offset
+    of its last batch (``previous_last`` when it has none) for the next segment's check.
+
+    The broker refuses an append whose offsets do not increase (``UnifiedLog.append``: offsets out of
+    order, or a first offset below the log end offset), writes a batch's ``lastOffsetDelta`` as its last
+    record's offset delta (or keeps the original one when the cleaner drops that record), and names a
+    segment after the first offset it holds. So, batch by batch in file order: the base offset is at or
+    above the segment's base offset and above the previous batch's last offset (also across segments),
+    ``lastOffsetDelta`` is not negative, and a v2 batch holds no more records than its offsets can number
+    (``records_count <= lastOffsetDelta + 1``). A legacy compressed wrapper (no base offset in its
+    header) is checked by its last offset. One header scan, compiled."""
+    rows = segment.headers()
+    if len(rows) == 0:
+        return previous_last
+    base = rows["base_offset"]
+    last = rows["last_offset"]
+    v2 = rows["magic"] == record_batch.MAGIC
+    first = np.where(v2 | (base >= 0), base, last)  # a legacy wrapper: only its last offset is in the header
+    before = np.concatenate(([MIN_LONG if previous_last is None else previous_last], last[:-1]))
+    problems = [
+        (first < segment.base_offset, "starts below the segment's base offset {segment}"),
+        (v2 & (rows["last_offset_delta"] < 0), "has a negative lastOffsetDelta {delta}"),
+        (v2 & (rows["records_count"] > rows["last_offset_delta"] + 1),
+         "holds {count} records, more than its offsets {base}..{last} can number"),
+        (first <= before, "does not come after the previous batch, which ends at offset {before} (offsets going "
+                          "backwards or overlapping: the broker never appends such a batch)"),
+    ]  # fmt: skip
+    for bad, text in problems:
+        if bad.any():
+            n = int(bad.argmax())
+            detail = text.format(
+                segment=segment.base_offset, delta=int(rows["last_offset_delta"][n]),
+                count=int(rows["records_count"][n]), base=int(first[n]), last=int(last[n]), before=int(before[n]),
+            )  # fmt: skip
+            raise CorruptRecordError(
+                f"the batch of offsets {int(first[n])}..{int(last[n])} {detail}",
+                segment.log_path,
+                int(rows["position"][n]),
+            )
+    return int(last[-1])

@@ -39,6 +39,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kafka_log_core import storage
 from kafka_log_core.errors import SchemaError, UndecodableError
 
 TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
@@ -78,7 +79,7 @@ def compile_schema(text: str, imports: Mapping[str, str], where: str) -> bytes:
         if found.returncode != 0:
             message = " ".join(line.strip() for line in found.stderr.splitlines() if line.strip())
             raise SchemaError(f"{where}: protoc cannot compile it: {message}")
-        return Path(out).read_bytes()
+        return storage.read_regular(out)
 
 
 # ------------------------------------------------------------------------------------------ descriptors

@@ -35,7 +35,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from kafka_log_core.errors import SchemaError
+from kafka_log_core import storage
+from kafka_log_core.errors import KafkaLogError, SchemaError
 
 AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
 SCHEMA_TYPES = (AVRO, PROTOBUF, JSON)
@@ -250,9 +251,8 @@ def read_schema_file(path: str) -> SchemaStore:
     ``version``, ``id``, ``schemaType``, ``schema``, ``references``, ``deleted``), e.g. a registry's
     schemas saved with curl. Every entry must be valid: a file is the user's own, not the registry's log."""
     try:
-        with open(path, encoding="utf-8") as f:
-            entries = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        entries = json.loads(storage.read_regular(path).decode("utf-8"))
+    except (OSError, KafkaLogError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise SchemaError(f"{path}: cannot read the schema file: {err}") from err
     if not isinstance(entries, list):
         raise SchemaError(f"{path}: expected a JSON array of schemas, found {type(entries).__name__}")

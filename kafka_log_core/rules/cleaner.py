@@ -18,27 +18,19 @@ this module holds the maths around them and the file swaps.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 import numpy as np
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG
 from kafka_log_core.format import compression, record_batch
-from kafka_log_core.format.filenames import (
-    CLEANED_MARKER,
-    DELETED_MARKER,
-    SNAPSHOT_SUFFIX,
-    SWAP_MARKER,
-    segment_file,
-)
 from kafka_log_core.kernels import clean_pass, digest_store, map_pass, statuses
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
+from kafka_log_core.log.segment_files import replace_segments
 from kafka_log_core.rules import record_size_limit
 from kafka_log_core.rules.cleaner_segments import (
     NO_STORE,
@@ -244,11 +236,11 @@ def group_segments(
 
 
 def _index_bytes(s: Segment) -> int:
-    return s.index_path.stat().st_size if s.index_path.exists() else 0
+    return storage.stat(s.index_path).st_size if storage.exists(s.index_path) else 0
 
 
 def _time_index_bytes(s: Segment) -> int:
-    return s.time_index_path.stat().st_size if s.time_index_path.exists() else 0
+    return storage.stat(s.time_index_path).st_size if storage.exists(s.time_index_path) else 0
 
 
 # ============================================================================================ pass 2
@@ -265,42 +257,6 @@ class CleanStats:
     @classmethod
     def from_state(cls, st: np.ndarray) -> CleanStats:
         return cls(**{f.name: int(st[f.name][0]) for f in fields(cls)})
-
-
-# ============================================================================================ swap
-def _swap_in(directory: Path, new_paths: list[Path], base: int, old: list[Segment]) -> None:
-    """LocalLog.replaceSegments for one new segment, crash-safe at every step (loader rules L2–L6)."""
-    swaps = []
-    for p in new_paths:  # .log first, then indexes
-        target = Path(str(p)[: -len(CLEANED_MARKER)] + SWAP_MARKER)
-        os.replace(p, target)
-        swaps.append(target)
-    fsutil.fsync_dir(directory)
-    deleted = []
-    for seg in old:  # ascending base offsets
-        for f in seg.files():
-            target = Path(str(f) + DELETED_MARKER)
-            os.replace(f, target)
-            deleted.append(target)
-        if seg.base_offset != base:
-            snap = segment_file(directory, seg.base_offset, SNAPSHOT_SUFFIX)
-            if snap.exists():
-                target = Path(str(snap) + DELETED_MARKER)
-                os.replace(snap, target)
-                deleted.append(target)
-    fsutil.fsync_dir(directory)
-    for s in swaps:
-        os.replace(s, Path(str(s)[: -len(SWAP_MARKER)]))
-    fsutil.fsync_dir(directory)
-    for d in deleted:  # nobody reads these offline: no file.delete.delay.ms wait
-        try:
-            d.unlink()
-        except FileNotFoundError:
-            pass
-    fsutil.fsync_dir(directory)
-
-
-swap_in = _swap_in  # the split rounds (split_cleaning) install their groups with the same steps
 
 
 # ============================================================================================ entry point
@@ -375,7 +331,7 @@ def clean_log(
         except BaseException:
             out.abort()
             raise
-        _swap_in(log.directory, new_paths, group[0].base_offset, group)
+        replace_segments(log.directory, new_paths, group[0].base_offset, group)
     return CleanResult(
         plan, True, end_offset, result.full, offset_map.utilization, CleanStats.from_state(st), len(groups),
         int((time.monotonic() - started) * 1000),

@@ -73,7 +73,7 @@ class CleanedSegment:
             if stale.exists():
                 stale.unlink()
         self.log_path = segment_file(directory, base, LOG_SUFFIX, CLEANED_MARKER)
-        self._f = open(self.log_path, "wb")
+        self._f = fsutil.WriteFile(self.log_path)  # a full disk names the file
         self.position = 0  # bytes written to the file
         self.builder = IndexBuilder(
             base,
@@ -150,8 +150,7 @@ class CleanedSegment:
 
     def finish(self, st: np.ndarray, mtime_ms: int, like: Segment | None = None) -> list[Path]:
         self.flush(st)
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        self._f.fsync()
         self._f.close()
         offsets, times = self.builder.finish()
         paths = [self.log_path]

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.format import log_file
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
@@ -62,7 +62,7 @@ def _next_offset_of(log_path: Path, base: int) -> int:
 
 def plan_leftovers(directory: str | os.PathLike[str]) -> LeftoverPlan:
     d = Path(directory)
-    names = sorted(os.listdir(d))
+    names = sorted(storage.listdir(d))
     parsed = {n: p for n in names if (p := parse_segment_file(n)) is not None}
     delete: list[Path] = []
     swaps: list[str] = []
@@ -118,7 +118,7 @@ def apply_leftovers(plan: LeftoverPlan) -> None:
     if plan.delete:
         fsutil.fsync_dir(d)
     for src, dst in plan.rename:
-        if src.exists():
+        if storage.exists(src):
             os.replace(src, dst)
     if plan.rename:
         fsutil.fsync_dir(d)

@@ -31,11 +31,11 @@ spread hash, insertion order within a bucket), which is the order the broker wri
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafka_log_core import storage
 from kafka_log_core.errors import CorruptCheckpointError, CorruptDataError
 from kafka_log_core.format.filenames import SNAPSHOT_SUFFIX, parse_segment_file, segment_file
 from kafka_log_core.format.log_file import FileBatch
@@ -65,7 +65,7 @@ class SnapshotFiles:
     @classmethod
     def scan(cls, directory: Path) -> SnapshotFiles:
         found = {}
-        for name in os.listdir(directory):
+        for name in storage.listdir(directory):
             parsed = parse_segment_file(name)
             if parsed and parsed.suffix == SNAPSHOT_SUFFIX and parsed.marker is None:
                 found[parsed.base_offset] = directory / name
@@ -97,7 +97,7 @@ class SnapshotFiles:
             if offset in self.initial:
                 path = self.path(offset)
                 with contextlib.suppress(OSError):
-                    if path.read_bytes() == encode_producer_snapshot(entries):
+                    if storage.read_regular(path) == encode_producer_snapshot(entries):
                         same.add(offset)
         return same
 

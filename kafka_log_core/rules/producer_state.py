@@ -16,6 +16,7 @@ from typing import cast
 
 import numpy as np
 
+from kafka_log_core import storage
 from kafka_log_core.errors import CorruptDataError, CorruptRecordError
 from kafka_log_core.format.filenames import SNAPSHOT_SUFFIX, parse_segment_file
 from kafka_log_core.format.log_file import FileBatch
@@ -242,11 +243,9 @@ def build_producer_table(log, now_ms: int, expiration_ms: int | None) -> Produce
     (``expiration_ms=None`` keeps them all: the broker's in-memory table between expiry checks)."""
     leo = log.log_end_offset
     snapshots = sorted(
-        (parsed.base_offset, path)
-        for path in log.directory.iterdir()
-        if (parsed := parse_segment_file(path.name))
-        and parsed.suffix == SNAPSHOT_SUFFIX
-        and parsed.marker is None
+        (parsed.base_offset, log.directory / name)
+        for name in storage.listdir(log.directory)
+        if (parsed := parse_segment_file(name)) and parsed.suffix == SNAPSHOT_SUFFIX and parsed.marker is None
     )
     if not snapshots and log.clean_shutdown:
         return ProducerTable({}, "empty: clean shutdown without producer snapshots (as the broker)")

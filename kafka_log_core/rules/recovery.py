@@ -38,22 +38,21 @@ uninterrupted run ends; a second run after a complete one changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import CorruptRecordError
 from kafka_log_core.format import checkpoints, log_file
 from kafka_log_core.format.checkpoints import EpochEntry
 from kafka_log_core.format.filenames import (
-    DELETED_MARKER,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
@@ -66,13 +65,24 @@ from kafka_log_core.format.filenames import (
 )
 from kafka_log_core.format.offset_index import OffsetIndex
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, write_producer_snapshot
-from kafka_log_core.format.time_index import TimeIndex
 from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import encode_txn_index
-from kafka_log_core.log import checkpoint_files, locks
-from kafka_log_core.log.log_dir import CLEAN_SHUTDOWN_FILE, PartitionCheckpoints
+from kafka_log_core.log.log_dir import (
+    CLEAN_SHUTDOWN_FILE,
+    PartitionCheckpoints,
+    update_checkpoints,
+    write_clean_shutdown,
+)
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
+from kafka_log_core.log.segment_files import (
+    create_empty_segment,
+    create_empty_time_index,
+    delete_snapshots,
+    mark_deleted,
+    remove_deleted,
+    rewrite_segment,
+)
 from kafka_log_core.rules.producer_recovery import (
     ProducerStateManagerModel,
     ProducerStateRefusedError,
@@ -95,7 +105,6 @@ UNCLEAN = "unclean shutdown"
 RECOVER_TRUNCATING = "--recover-truncating"  # the option that applies the broker's rule as it is
 MISSING_INDEX = "its .index is missing"
 BAD_TXN_INDEX = "its .txnindex has an entry below the segment base"
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -317,7 +326,7 @@ class _Seg:
         self.base = base
         self.path = segment_file(directory, base, LOG_SUFFIX)
         self._data: bytes | memoryview | None = None
-        self.size = self.path.stat().st_size
+        self.size = storage.stat(self.path).st_size
         self.recovered: SegmentRecovery | None = None
         self._segment: Segment | None = None
 
@@ -400,7 +409,7 @@ class _Loader:
     def epochs(self) -> list[EpochEntry]:
         if self._epochs is None:
             path = self.directory / checkpoints.LEADER_EPOCH_CHECKPOINT
-            if path.exists():
+            if storage.exists(path):
                 self.epochs_before = tuple(checkpoints.read_leader_epoch_checkpoint(path))
             self._epochs = list(self.epochs_before or ())
         return self._epochs
@@ -410,7 +419,7 @@ class _Loader:
         psm = ProducerStateManagerModel(self.files, self.now_ms, self.expiration_ms)
         rebuild_producer_state(psm, [s.view() for s in loaded], self.log_start_ckpt, seg.base, False)
         state = RecoveryState(psm.producers, self.epochs, psm.last_map_offset)
-        had_txn = segment_file(self.directory, seg.base, TXN_INDEX_SUFFIX).exists()
+        had_txn = storage.exists(segment_file(self.directory, seg.base, TXN_INDEX_SUFFIX))
         try:
             result = recover_segment(
                 seg.data, seg.base, str(seg.path), state,
@@ -425,7 +434,7 @@ class _Loader:
         return result
 
     def empty(self, seg: _Seg, why: str) -> SegmentRecovery:
-        had_txn = segment_file(self.directory, seg.base, TXN_INDEX_SUFFIX).exists()
+        had_txn = storage.exists(segment_file(self.directory, seg.base, TXN_INDEX_SUFFIX))
         result = empty_segment(seg.data, seg.base, str(seg.path), why)
         self._cut(seg, result, UNCLEAN, had_txn)
         return result
@@ -464,11 +473,11 @@ class _Loader:
         loaded: list[_Seg] = []
         for base in list_segment_bases(self.directory):
             seg = _Seg(self.directory, base)
-            if not segment_file(self.directory, base, INDEX_SUFFIX).exists():
+            if not storage.exists(segment_file(self.directory, base, INDEX_SUFFIX)):
                 reason: str | None = MISSING_INDEX
             else:
                 reason = None
-                if not segment_file(self.directory, base, TIME_INDEX_SUFFIX).exists():
+                if not storage.exists(segment_file(self.directory, base, TIME_INDEX_SUFFIX)):
                     self.empty_time_indexes.append(base)
                 if _txn_index_below_base(segment_file(self.directory, base, TXN_INDEX_SUFFIX), base):
                     reason = BAD_TXN_INDEX
@@ -565,9 +574,9 @@ class _Loader:
 def _txn_index_below_base(path: Path, base: int) -> bool:
     """TransactionIndex.sanityCheck, entry by entry: True at an entry whose last offset is below the base
     (the loader recovers the segment); an entry of a later version makes the broker fail to start."""
-    if not path.exists():
+    if not storage.exists(path):
         return False
-    data = path.read_bytes()
+    data = storage.read_regular(path)
     for n in range(len(data) // TXN_ENTRY.size):
         version, _, _, last_offset, _ = TXN_ENTRY.unpack_from(data, n * TXN_ENTRY.size)
         if version > 0:
@@ -591,10 +600,14 @@ def _differs(directory: Path, r: RecoveredSegment) -> bool:
     ):
         path = segment_file(directory, r.base_offset, suffix)
         if wanted is None:
-            if path.exists():
+            if storage.exists(path):
                 return True
             continue
-        if not path.exists() or path.stat().st_size != len(wanted) or path.read_bytes() != wanted:
+        if (
+            not storage.exists(path)
+            or storage.stat(path).st_size != len(wanted)
+            or storage.read_regular(path) != wanted
+        ):
             return True
     return False
 
@@ -608,7 +621,7 @@ def nothing_to_load(directory: str | os.PathLike[str], ckpt: PartitionCheckpoint
         return False
     logs: list[str] = []
     present: set[str] = set()
-    with os.scandir(directory) as entries:
+    with storage.scandir(directory) as entries:
         for entry in entries:
             parsed = parse_segment_file(entry.name)
             if parsed is None or parsed.marker is not None or parsed.suffix == SNAPSHOT_SUFFIX:
@@ -644,66 +657,27 @@ def apply_recovery(plan: RecoveryPlan) -> None:
     d = plan.directory
     marked: list[Path] = []
     for dropped in sorted(plan.dropped, key=lambda s: -s.base_offset):  # before any cut: see the module doc
-        for suffix in (*_SEGMENT_SUFFIXES, SNAPSHOT_SUFFIX):
-            path = segment_file(d, dropped.base_offset, suffix)
-            target = segment_file(d, dropped.base_offset, suffix, DELETED_MARKER)
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(path, target)
-            marked.append(target)
+        marked += mark_deleted(d, dropped.base_offset, (*SEGMENT_FILE_SUFFIXES, SNAPSHOT_SUFFIX))
     if marked:
         fsutil.fsync_dir(d)
     if plan.new_segment is not None:
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # .log last: an index alone is an orphan
-            path = segment_file(d, plan.new_segment, suffix)
-            if not path.exists():
-                fsutil.write_bytes_fsync(path, b"")
-        fsutil.fsync_dir(d)
+        create_empty_segment(d, plan.new_segment)
     final = plan.final
     for base in plan.segments_changed:
         r = final.get(base)
-        if r is not None:
-            _write_segment(d, r)
+        if r is not None:  # rebuilt indexes, then the .log cut at its last valid batch
+            rewrite_segment(
+                d, base, r.index_bytes, r.time_index_bytes, r.txn_index_bytes, r.result.valid_bytes
+            )
     for base in plan.empty_time_indexes:
-        path = segment_file(d, base, TIME_INDEX_SUFFIX)
-        if not path.exists():
-            fsutil.atomic_write_bytes(path, b"")
+        create_empty_time_index(d, base)
     for offset, entries in plan.snapshots_written.items():
         write_producer_snapshot(segment_file(d, offset, SNAPSHOT_SUFFIX), entries)
-    for offset in plan.snapshots_deleted:
-        if offset not in plan.snapshots_written:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(segment_file(d, offset, SNAPSHOT_SUFFIX))
     if plan.snapshots_deleted:
-        fsutil.fsync_dir(d)
+        delete_snapshots(d, [o for o in plan.snapshots_deleted if o not in plan.snapshots_written])
     if plan.epoch_file is not None:
         fsutil.atomic_write_bytes(d / checkpoints.LEADER_EPOCH_CHECKPOINT, plan.epoch_file)
-    for path in marked:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-    if marked:
-        fsutil.fsync_dir(d)
-
-
-def _write_segment(directory: Path, r: RecoveredSegment) -> None:
-    """Rewritten indexes (trimmed, as after a clean shutdown), then the .log cut at its last valid batch."""
-    base = r.base_offset
-    fsutil.atomic_write_bytes(segment_file(directory, base, INDEX_SUFFIX), r.index_bytes)
-    fsutil.atomic_write_bytes(segment_file(directory, base, TIME_INDEX_SUFFIX), r.time_index_bytes)
-    txn = segment_file(directory, base, TXN_INDEX_SUFFIX)
-    wanted = r.txn_index_bytes
-    if wanted is None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(txn)
-    elif not txn.exists() or txn.read_bytes() != wanted:
-        fsutil.atomic_write_bytes(txn, wanted)
-    log = segment_file(directory, base, LOG_SUFFIX)
-    if log.stat().st_size > r.result.valid_bytes:
-        fd = os.open(log, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, r.result.valid_bytes)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    remove_deleted(d, marked)
 
 
 def update_log_dir_checkpoints(
@@ -712,9 +686,8 @@ def update_log_dir_checkpoints(
     """This partition's entries of the shared checkpoints after a recovery (under the checkpoint lock):
     the recovery point at the log end offset, the log start offset only when above the first segment
     base, and -- when given -- the high watermark. Returns the names of the files rewritten."""
-    d = Path(log_dir)
     first_base = plan.segment_bases[0]
-    wanted = {
+    wanted: dict[str, int | None] = {
         checkpoints.RECOVERY_POINT_CHECKPOINT: plan.log_end_offset,
         checkpoints.LOG_START_OFFSET_CHECKPOINT: plan.log_start_offset
         if plan.log_start_offset > first_base
@@ -722,12 +695,7 @@ def update_log_dir_checkpoints(
     }
     if high_watermark is not None:
         wanted[checkpoints.REPLICATION_CHECKPOINT] = high_watermark
-    written = []
-    with locks.checkpoint_lock(d):
-        for name, offset in wanted.items():
-            if checkpoint_files.update(d / name, {tp: offset}, create=True):
-                written.append(name)
-    return tuple(written)
+    return update_checkpoints(log_dir, tp, wanted, create_missing=True)
 
 
 # ============================================================================================ the log dir
@@ -745,7 +713,7 @@ def directories_to_recover(log_dir: str | os.PathLike[str]) -> tuple[list[TopicP
     also recover but this tool does not (``-future`` and ``-stray`` logs)."""
     partitions = [tp for tp, _ in list_partition_dirs(log_dir)]
     others = []
-    with os.scandir(log_dir) as entries:
+    with storage.scandir(log_dir) as entries:
         for entry in entries:
             if entry.is_dir() and parse_partition_dir(entry.name) is None:
                 if entry.name.endswith(("-future", "-stray")):
@@ -753,7 +721,13 @@ def directories_to_recover(log_dir: str | os.PathLike[str]) -> tuple[list[TopicP
     return partitions, sorted(others)
 
 
-RECOVERED = "recovered"  # a result row's ``recovery_state``: this run left the partition recovered
+@dataclass(frozen=True, slots=True)
+class RecoveredPartition:
+    """A partition this run recovered after an unclean shutdown, as its task tells the driver."""
+
+    log_dir: str
+    tp: TopicPartition
+    marker: bytes  # .kafka_cleanshutdown as the log dir's release writes it (clean_shutdown_marker)
 
 
 def write_clean_shutdown_marker(
@@ -763,7 +737,7 @@ def write_clean_shutdown_marker(
     recover was recovered by this run. Returns a one-line note ("" when the marker was there already)."""
     d = Path(log_dir)
     path = d / CLEAN_SHUTDOWN_FILE
-    if path.exists():
+    if storage.exists(path):
         return ""
     partitions, others = directories_to_recover(d)
     missing = [tp for tp in partitions if tp not in recovered]
@@ -775,25 +749,26 @@ def write_clean_shutdown_marker(
             f"recovered by this run ({', '.join(left)}{f' and {more} more' if more > 0 else ''}); a broker started "
             "on this log dir recovers them (and re-checks the last segment of the others)"
         )
-    fsutil.write_bytes_fsync(path, marker)
-    fsutil.fsync_dir(d)
+    write_clean_shutdown(d, marker)
     return (
         f"{d}: every partition recovered: wrote {CLEAN_SHUTDOWN_FILE} (a broker started on it skips recovery)"
     )
 
 
-def finish_log_dirs(rows: list[dict]) -> list[str]:
+def finish_log_dirs(recovered: Iterable[RecoveredPartition | None]) -> list[str]:
     """The driver's last step of a writing job: ``.kafka_cleanshutdown`` for each log dir this run recovered
-    completely (rows carry ``recovery_state`` and ``recovery_marker``). Returns notes for the user."""
+    completely (``recovered``: what each task recovered, None where it recovered nothing). Returns notes
+    for the user."""
     by_dir: dict[str, set[TopicPartition]] = {}
     markers: dict[str, bytes] = {}
-    for row in rows:
-        if row.get("recovery_state") == RECOVERED:
-            by_dir.setdefault(row["log_dir"], set()).add(TopicPartition(row["topic"], row["partition"]))
-            markers[row["log_dir"]] = row.get("recovery_marker", "").encode()
+    for done in recovered:
+        if done is None:
+            continue
+        by_dir.setdefault(done.log_dir, set()).add(done.tp)
+        markers[done.log_dir] = done.marker
     notes = []
-    for log_dir, recovered in sorted(by_dir.items()):
-        note = write_clean_shutdown_marker(log_dir, recovered, markers[log_dir])
+    for log_dir, partitions in sorted(by_dir.items()):
+        note = write_clean_shutdown_marker(log_dir, partitions, markers[log_dir])
         if note:
             notes.append(note)
     return notes
@@ -810,33 +785,23 @@ def recovered_view(log: PartitionLog, plan: RecoveryPlan, ckpt: PartitionCheckpo
         original = by_base.get(base)
         r = final.get(base)
         if original is None:  # the empty segment the loader creates
-            segments.append(_virtual(Segment(log.directory, base, 0, 0), b"", None, base))
+            segments.append(Segment.planned(log.directory, base, 0, 0, b""))
         elif r is None:
             segments.append(original)
         else:
             data = log_file.read_log(original.log_path)
             view = memoryview(data)[: r.result.valid_bytes] if len(data) else b""
-            segment = Segment(log.directory, base, r.result.valid_bytes, original.mtime_ms)
-            segments.append(_virtual(segment, view, r, r.result.next_offset))
+            segments.append(
+                Segment.planned(
+                    log.directory,
+                    base,
+                    r.result.valid_bytes,
+                    original.mtime_ms,
+                    view,
+                    r.result.offset_index,
+                    r.result.time_index,
+                    r.result.aborted,
+                    r.result.next_offset,
+                )  # fmt: skip
+            )
     return PartitionLog(log.log_dir, log.directory, log.tp, tuple(segments), ckpt)
-
-
-def _virtual(segment: Segment, data, r: RecoveredSegment | None, next_offset: int) -> Segment:
-    """A Segment whose contents come from the plan, not from its files."""
-    import numpy as np
-
-    from kafka_log_core.format import offset_index, time_index
-
-    base = segment.base_offset
-    segment._cache["data"] = data
-    fields = segment.__dict__  # the cached properties' slots
-    if r is None:
-        fields["offset_index"] = OffsetIndex(base, np.empty(0, dtype=offset_index.ENTRY_DTYPE))
-        fields["time_index"] = TimeIndex(base, np.empty(0, dtype=time_index.ENTRY_DTYPE))
-        fields["aborted_txns"] = ()
-    else:
-        fields["offset_index"] = r.result.offset_index
-        fields["time_index"] = r.result.time_index
-        fields["aborted_txns"] = r.result.aborted
-    fields["read_next_offset"] = next_offset
-    return segment

@@ -58,22 +58,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import SafetyGuardError, UsageError
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import (
-    DELETED_MARKER,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
     SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
     TopicPartition,
     segment_file,
 )
 from kafka_log_core.format.producer_snapshot import write_producer_snapshot
-from kafka_log_core.log import checkpoint_files, locks
+from kafka_log_core.log.log_dir import update_checkpoints
 from kafka_log_core.log.partition_log import PartitionLog
+from kafka_log_core.log.segment_files import create_empty_segment, mark_deleted, remove_deleted
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
 
@@ -84,7 +81,6 @@ GUARD_MIN_RETENTION_MS = 3_600_000  # below one hour needs --force
 FORCE_FLAG = "--force"
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log end offset (no replication-offset-checkpoint entry)"
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,19 +303,11 @@ def apply_retention(log: PartitionLog, plan: RetentionPlan, cfg: LogConfig) -> R
     directory = log.directory
     snapshot_written = _roll(log, plan.log_end_offset) if plan.roll else False
     marked: list[Path] = []
-    for deletion in plan.deletions:
-        marked += _mark_deleted(directory, deletion.base_offset)
+    for deletion in plan.deletions:  # the snapshot first: a live .log still has its snapshot to remove
+        marked += mark_deleted(directory, deletion.base_offset, (SNAPSHOT_SUFFIX, *SEGMENT_FILE_SUFFIXES))
         fsutil.fsync_dir(directory)
     epochs_rewritten = _truncate_leader_epochs(directory, plan.new_log_start_offset)
-    removed = []
-    for path in marked:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            continue
-        removed.append(path.name[: -len(DELETED_MARKER)])
-    if marked:
-        fsutil.fsync_dir(directory)
+    removed = remove_deleted(directory, marked)
     return RetentionResult(plan, tuple(removed), plan.roll, snapshot_written, epochs_rewritten)
 
 
@@ -328,35 +316,17 @@ def _roll(log: PartitionLog, base: int) -> bool:
     directory = log.directory
     snapshot = segment_file(directory, base, SNAPSHOT_SUFFIX)
     written = False
-    if not snapshot.exists():  # ProducerStateManager.takeSnapshot skips an offset already snapshotted
+    if not storage.exists(snapshot):  # ProducerStateManager.takeSnapshot skips an offset already snapshotted
         # The broker's in-memory table at the LEO: nothing expired is dropped between its expiry checks.
         write_producer_snapshot(snapshot, build_producer_table(log, 0, None).snapshot_entries())
         written = True
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # .log last: see the module docstring
-        path = segment_file(directory, base, suffix)
-        if not path.exists():
-            fsutil.write_bytes_fsync(path, b"")
-    fsutil.fsync_dir(directory)
+    create_empty_segment(directory, base)
     return written
-
-
-def _mark_deleted(directory: Path, base: int) -> list[Path]:
-    """Rename the snapshot named by ``base``, then the segment's files, to ``+.deleted``."""
-    targets = []
-    for suffix in (SNAPSHOT_SUFFIX, *_SEGMENT_SUFFIXES):
-        path = segment_file(directory, base, suffix)
-        target = segment_file(directory, base, suffix, DELETED_MARKER)
-        try:
-            os.replace(path, target)
-        except FileNotFoundError:
-            pass  # absent (no .txnindex, no snapshot), or renamed by an earlier attempt
-        targets.append(target)
-    return targets
 
 
 def _truncate_leader_epochs(directory: Path, log_start: int) -> bool:
     path = directory / checkpoints.LEADER_EPOCH_CHECKPOINT
-    if not path.exists():
+    if not storage.exists(path):
         return False
     entries = checkpoints.read_leader_epoch_checkpoint(path)
     truncated = checkpoints.truncate_from_start(entries, log_start)
@@ -375,20 +345,18 @@ def update_log_dir_checkpoints(
     changed in this partition's entry only and written back under the log dir's checkpoint lock, so jobs
     writing other partitions at the same time lose nothing; entries are written sorted, so the bytes do
     not depend on which job came first."""
-    d = Path(log_dir)
     start = result.plan.new_log_start_offset
-    written = []
-    with locks.checkpoint_lock(d):
-        path = d / checkpoints.LOG_START_OFFSET_CHECKPOINT
-        if checkpoint_files.update(path, {tp: start if start > result.plan.new_first_segment_base else None}):
-            written.append(path.name)
-        path = d / checkpoints.RECOVERY_POINT_CHECKPOINT
-        recovery_point = checkpoint_files.entry(path, tp)
-        # a missing entry already means "recover everything"
-        if (
-            recovery_point is not None
-            and recovery_point < start
-            and checkpoint_files.update(path, {tp: start})
-        ):
-            written.append(path.name)
-    return tuple(written)
+
+    def raised(point: int | None) -> int | None:  # a missing entry already means "recover everything"
+        return start if point is not None and point < start else point
+
+    return update_checkpoints(
+        log_dir,
+        tp,
+        {
+            checkpoints.LOG_START_OFFSET_CHECKPOINT: start
+            if start > result.plan.new_first_segment_base
+            else None,
+            checkpoints.RECOVERY_POINT_CHECKPOINT: raised,
+        },
+    )

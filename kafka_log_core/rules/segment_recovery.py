@@ -44,14 +44,20 @@ import numpy as np
 from kafka_log_core.errors import CompressionError, CorruptRecordError, RefusedError
 from kafka_log_core.format import offset_index, time_index
 from kafka_log_core.format.checkpoints import EpochEntry, assign
+from kafka_log_core.format.index_base import MAX_RELATIVE_OFFSET
+from kafka_log_core.format.legacy_records import MIN_ENTRY_SIZE
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.offset_index import OffsetIndex
 from kafka_log_core.format.record_batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_ABORT,
     CONTROL_COMMIT,
+    CONTROL_KEY,
     HEADER,
     HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    OFFSET_AND_SIZE,
     BatchHeader,
     Record,
 )
@@ -59,15 +65,9 @@ from kafka_log_core.format.time_index import TimeIndex
 from kafka_log_core.format.txn_index import AbortedTxn
 from kafka_log_core.rules.producer_state import ProducerEntry, apply_batch
 
-LOG_OVERHEAD = 12
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
-MAX_RELATIVE_OFFSET = 2**31 - 1
-_OFFSET_SIZE = struct.Struct(">qi")
 _HEAD = struct.Struct(">qiib")  # base offset, size, partition leader epoch (v2), magic: the first 17 bytes
 _LEGACY = struct.Struct(">Ib")  # crc, magic (at the message start, after the 12-byte log overhead)
 _V1_TIMESTAMP = struct.Struct(">q")  # at message byte 6
-_CONTROL_KEY = struct.Struct(">hh")
 _MARKER_VERSION = struct.Struct(">h")
 
 
@@ -302,7 +302,7 @@ def _update_producer_state(state: RecoveryState, batch: FileBatch, aborted: list
 
 
 def _marker_type(batch: FileBatch) -> int:
-    return _CONTROL_KEY.unpack_from(cast(Record, batch.records()[0]).key or b"")[1]
+    return CONTROL_KEY.unpack_from(cast(Record, batch.records()[0]).key or b"")[1]
 
 
 def _check_marker(batch: FileBatch, where: str) -> str | None:
@@ -319,9 +319,9 @@ def _check_marker(batch: FileBatch, where: str) -> str | None:
         raise RecoveryRefusedError(
             f"{where}: control record without a key or value; the broker fails to load it"
         )
-    if len(key) < _CONTROL_KEY.size:
+    if len(key) < CONTROL_KEY.size:
         return f"control record key of {len(key)} bytes in the batch at position {batch.position}"
-    version, ctype = _CONTROL_KEY.unpack_from(key)
+    version, ctype = CONTROL_KEY.unpack_from(key)
     if version < 0:
         return f"control record key version {version} in the batch at position {batch.position}"
     if ctype not in (CONTROL_ABORT, CONTROL_COMMIT):
@@ -350,7 +350,7 @@ def count_records(data: bytes | memoryview, start: int, end: int | None = None) 
     count = 0
     pos = start
     while pos + HEADER_SIZE_UP_TO_MAGIC < end:
-        _, size = _OFFSET_SIZE.unpack_from(view, pos)
+        _, size = OFFSET_AND_SIZE.unpack_from(view, pos)
         if size < MIN_ENTRY_SIZE:
             break
         if view[pos + 16] == 2:
@@ -370,7 +370,7 @@ def empty_segment(data: bytes | memoryview, base_offset: int, path: str, reason:
     cut = end  # no batch reaches the base offset: nothing is cut
     pos = 0
     while pos + HEADER_SIZE_UP_TO_MAGIC < end:
-        batch_base, size = _OFFSET_SIZE.unpack_from(view, pos)
+        batch_base, size = OFFSET_AND_SIZE.unpack_from(view, pos)
         if pos + LOG_OVERHEAD + size > end:
             break
         v2 = view[pos + 16] == 2

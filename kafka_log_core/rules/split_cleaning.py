@@ -19,7 +19,7 @@ rounds, each re-reading the log. Here one round covers every key, and the work i
 4. **Pass 2 per group** (:func:`clean_group`): the group's ``.cleaned`` files, written by the same
    kernels as a single-task round, from the group's map entries and its tracker snapshot.
 5. **Swap** (:func:`install`): group by group in ascending order, the broker's
-   ``.cleaned -> .swap -> final`` steps (``cleaner.swap_in``); the caller writes the checkpoint last.
+   ``.cleaned -> .swap -> final`` steps (``segment_files.replace_segments``); the caller writes the checkpoint last.
 
 The result is that of one round with a map large enough for every key: ``L`` = first uncleanable
 offset - 1, every segment below the first uncleanable offset rewritten. :func:`run_local` runs the
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import math
-import mmap
 import os
 import shutil
 import time
@@ -41,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from kafka_log_core import fsutil
+from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.format import compression, record_batch
 from kafka_log_core.format.filenames import (
@@ -67,8 +66,9 @@ from kafka_log_core.kernels.digest_rows import ROW_WORDS, ArrayPool, combine, la
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
+from kafka_log_core.log.segment_files import replace_segments
 from kafka_log_core.rules import record_size_limit
-from kafka_log_core.rules.cleaner import CleanPlan, CleanResult, CleanStats, group_segments, swap_in
+from kafka_log_core.rules.cleaner import CleanPlan, CleanResult, CleanStats, group_segments
 from kafka_log_core.rules.cleaner_segments import (
     CleanedSegment,
     clean_segment,
@@ -443,7 +443,7 @@ def install(sp: SplitPlan, outputs: list[GroupOutput]) -> CleanStats:
     for job in sp.groups:
         out = by_index[job.index]
         old = [Segment.open(directory, b) for b in job.bases]
-        swap_in(directory, [Path(p) for p in out.paths], job.bases[0], old)
+        replace_segments(directory, [Path(p) for p in out.paths], job.bases[0], old)
         for name in total.__dataclass_fields__:
             setattr(total, name, getattr(total, name) + getattr(out.stats, name))
     return total
@@ -551,14 +551,15 @@ def _read_rows(path: Path, bounds: np.ndarray, i: int, columns: int) -> np.ndarr
     n = end - start
     if n == 0:
         return np.zeros((0, columns), dtype=np.uint64)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < end * columns * 8:
+
+    def complete(st: os.stat_result) -> None:
+        if st.st_size < end * columns * 8:
             raise KafkaLogError(
-                f"{path}: {size} bytes, rows up to {end} of {columns * 8} bytes were written (scratch "
+                f"{path}: {st.st_size} bytes, rows up to {end} of {columns * 8} bytes were written (scratch "
                 "file cut short)"
             )
-        view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+    view = storage.map_regular(path, complete)
     return np.frombuffer(view, dtype=np.uint64, count=n * columns, offset=start * columns * 8).reshape(
         n, columns
     )

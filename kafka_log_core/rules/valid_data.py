@@ -31,18 +31,28 @@ from dataclasses import dataclass
 import crc32c
 import numpy as np
 
-from kafka_log_core.format.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, LOG_OVERHEAD
+from kafka_log_core.format.index_base import MAX_RELATIVE_OFFSET
+from kafka_log_core.format.legacy_records import MIN_ENTRY_SIZE as MIN_LEGACY_SIZE
+from kafka_log_core.format.record_batch import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+)
+from kafka_log_core.format.record_batch import (
+    HEADER_SIZE_UP_TO_MAGIC as FRAMING,
+)
+from kafka_log_core.format.record_batch import (
+    MAGIC_OFFSET as MAGIC_AT,
+)
+from kafka_log_core.format.record_batch import (
+    OFFSET_AND_SIZE as _FRAME,
+)
 
-_FRAME = struct.Struct(">qi")  # base offset (v2) or offset (v0/v1); size
 _SIZE = struct.Struct(">i")
 _V2_TAIL = struct.Struct(">Ihi")  # crc (17), attributes (21), last offset delta (23)
 _RECORDS = struct.Struct(">i")  # records count, at 57
 _LEGACY_CRC = struct.Struct(">I")  # at 12, the message's first field
-MAGIC_AT = 16
-FRAMING = 17  # base offset, size, leader epoch, magic
-MIN_LEGACY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0: a v0 message's smallest size field
 MIN_V2_SIZE = HEADER_SIZE - LOG_OVERHEAD
-MAX_RELATIVE_OFFSET = 2**31 - 1
 WINDOW = 1 << 20  # positions tested at once
 #: Checksummed bytes allowed per byte searched (plus a fixed allowance), before the search gives up.
 CHECK_BUDGET_FACTOR = 4

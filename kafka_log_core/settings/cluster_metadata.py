@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafka_log_core import storage
 from kafka_log_core.errors import CorruptDataError
 from kafka_log_core.format.checkpoints import PARTITION_METADATA, read_partition_metadata
 from kafka_log_core.format.filenames import parse_segment_file
@@ -148,7 +149,7 @@ class ClusterView:
             return f"topic {topic} is not in the cluster metadata{why}: {ending}"
         topic_id, partitions = found
         path = partition_dir / PARTITION_METADATA
-        if not path.exists():
+        if not storage.exists(path):
             return f"{path} is missing, so its topic id is unknown: {ending}"
         on_disk = read_partition_metadata(path).topic_id
         if on_disk != topic_id:
@@ -172,7 +173,7 @@ class ClusterView:
 def find_metadata_log(log_dir: str | os.PathLike[str]) -> Path | None:
     """``<log_dir>/__cluster_metadata-0`` when it is a directory."""
     path = Path(log_dir) / METADATA_LOG_DIR
-    return path if path.is_dir() else None
+    return path if storage.is_dir(path) else None
 
 
 @dataclass
@@ -238,10 +239,10 @@ class _Image:
 def latest_snapshot(directory: Path) -> tuple[Path, int] | None:
     """The newest complete snapshot and its end offset (greatest offset, then epoch)."""
     found = []
-    for path in directory.iterdir():
-        match = _SNAPSHOT.fullmatch(path.name)
+    for name in storage.listdir(directory):
+        match = _SNAPSHOT.fullmatch(name)
         if match:
-            found.append((int(match["offset"]), int(match["epoch"]), path))
+            found.append((int(match["offset"]), int(match["epoch"]), directory / name))
     if not found:
         return None
     offset, _, path = max(found)
@@ -250,10 +251,10 @@ def latest_snapshot(directory: Path) -> tuple[Path, int] | None:
 
 def _segments(directory: Path) -> list[tuple[int, Path]]:
     segments = []
-    for path in directory.iterdir():
-        parsed = parse_segment_file(path.name)
+    for name in storage.listdir(directory):
+        parsed = parse_segment_file(name)
         if parsed is not None and parsed.suffix == ".log" and parsed.marker is None:
-            segments.append((parsed.base_offset, path))
+            segments.append((parsed.base_offset, directory / name))
     return sorted(segments)
 
 

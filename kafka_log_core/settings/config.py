@@ -76,9 +76,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG, OFFSET_MAP_ENTRY_BYTES
 from kafka_log_core.errors import ConfigError
+from kafka_log_core.format import properties
+from kafka_log_core.javacompat import parse_java_integer
 from kafka_log_core.settings import kafka_version as kv
 from kafka_log_core.settings.cluster_metadata import ClusterMetadata, ClusterView
 from kafka_log_core.settings.kafka_version import KafkaVersion
@@ -373,28 +375,46 @@ def _show(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _flag_source(flag: str, arg: str, keep: int = 48) -> str:
+    """Where a value came from: the flag as given, its middle cut when it is long."""
+    if len(arg) <= 2 * keep:
+        return f"{flag} {arg}"
+    return f"{flag} {arg[:keep]}...{arg[-keep:]} ({len(arg)} characters)"
+
+
+def _shown_raw(raw: str, keep: int = 24) -> str:
+    """``raw`` quoted, cut to its first and last characters when it is long (a line stays a line)."""
+    if len(raw) <= 2 * keep:
+        return repr(raw)
+    return f"{raw[:keep]!r}...{raw[-keep:]!r} ({len(raw)} characters)"
+
+
 def parse_value(key: ConfigKey, raw: str, source: str) -> Any:
     """``raw`` parsed as Kafka parses a value of ``key``'s type, then checked by ``key``'s validator."""
     text = raw.strip(_JAVA_TRIM)
     value: Any
     if key.kind in ("int", "long"):
         low, high = _BOUNDS[key.kind]
-        if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
+        number = parse_java_integer(text, low, high) if _INTEGER.fullmatch(text) else None
+        if number is None:
             bits = 32 if key.kind == "int" else 64
-            raise ConfigError(f"{key.name}={raw!r} from {source}: not a {bits}-bit integer")
-        value = int(text)
+            raise ConfigError(
+                f"{key.name}={_shown_raw(raw)} from {source}: not a {bits}-bit integer (a Java {key.kind}: "
+                f"{low}..{high})"
+            )
+        value = number
     elif key.kind == "double":
         if not _DOUBLE.fullmatch(text) or "NaN" in text:
-            raise ConfigError(f"{key.name}={raw!r} from {source}: not a number")
+            raise ConfigError(f"{key.name}={_shown_raw(raw)} from {source}: not a number")
         value = float(text.rstrip("fFdD").replace("Infinity", "inf"))
     elif key.kind == "boolean":
         if text.lower() not in ("true", "false"):
-            raise ConfigError(f"{key.name}={raw!r} from {source}: must be true or false")
+            raise ConfigError(f"{key.name}={_shown_raw(raw)} from {source}: must be true or false")
         value = text.lower() == "true"
     elif key.kind == "list":
         items = _COMMA.split(text) if text else []
         if key.validator is not None and not key.validator.admits(items):
-            raise ConfigError(f"{key.name}={raw!r} from {source}: must be {key.validator}")
+            raise ConfigError(f"{key.name}={_shown_raw(raw)} from {source}: must be {key.validator}")
         return frozenset(items)
     else:
         value = text
@@ -612,63 +632,22 @@ def max_io_buffer_size(broker: BrokerConfig, log: LogConfig) -> int:
     return max(broker.message_max_bytes, log.max_message_bytes)
 
 
-# --- java.util.Properties ------------------------------------------------------------------------------------
-
-_PROPERTY_SPACE = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+# --- java.util.Properties (the syntax: format.properties) --------------------------------------------------
 
 
 def parse_properties(text: str, source: str = "<text>") -> list[tuple[str, str, int]]:
-    """(key, value, line number) of each entry, in order, as ``java.util.Properties.load`` reads them."""
-    lines = re.split(r"\r\n|\r|\n", text)
-    entries: list[tuple[str, str, int]] = []
-    index = 0
-    while index < len(lines):
-        number, line = index + 1, lines[index].lstrip(_PROPERTY_SPACE)
-        index += 1
-        if not line or line[0] in "#!":
-            continue
-        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:  # an odd number of trailing backslashes
-            line = line[:-1]
-            if index < len(lines):
-                line += lines[index].lstrip(_PROPERTY_SPACE)
-                index += 1
-        end = 0
-        while end < len(line) and line[end] not in "=:" + _PROPERTY_SPACE:
-            end += 2 if line[end] == "\\" else 1
-        rest = line[end:].lstrip(_PROPERTY_SPACE)
-        if rest[:1] in ("=", ":") and rest:
-            rest = rest[1:].lstrip(_PROPERTY_SPACE)
-        where = f"{source}:{number}"
-        entries.append((_unescape(line[:end], where), _unescape(rest, where), number))
-    return entries
-
-
-def _unescape(text: str, where: str) -> str:
-    out, index = [], 0
-    while index < len(text):
-        char = text[index]
-        if char != "\\" or index + 1 == len(text):
-            out.append(char)
-            index += 1
-            continue
-        escaped = text[index + 1]
-        if escaped == "u":
-            digits = text[index + 2 : index + 6]
-            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise ConfigError(f"{where}: malformed \\uXXXX escape {text[index : index + 6]!r}")
-            out.append(chr(int(digits, 16)))
-            index += 6
-        else:
-            out.append(_ESCAPES.get(escaped, escaped))
-            index += 2
-    return "".join(out)
+    """(key, value, line number) of each entry of a properties text; a ConfigError naming ``source`` and the
+    line when it cannot be read."""
+    try:
+        return properties.parse_properties(text)
+    except properties.MalformedEscapeError as err:
+        raise ConfigError(f"{source}:{err.line}: {err}") from err
 
 
 def read_properties(path: str | os.PathLike[str]) -> list[tuple[str, str, int]]:
     """Entries of a properties file; ISO-8859-1 as ``Properties.load(InputStream)``."""
     try:
-        text = fsutil.read_regular(path).decode("latin-1")
+        text = storage.read_regular(path).decode("latin-1")
     except OSError as err:
         raise ConfigError(f"{os.fspath(path)}: cannot read configuration file: {err.strerror}") from err
     return parse_properties(text, os.fspath(path))
@@ -756,7 +735,7 @@ Setting = tuple[Any, str]  # parsed value, source
 def _unknown(name: str, raw: str, source: str, what: str, candidates: Iterable[str]) -> ConfigError:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
-    return ConfigError(f"{name}={raw!r} from {source}: {what}{hint}")
+    return ConfigError(f"{name}={_shown_raw(raw)} from {source}: {what}{hint}")
 
 
 def _topic_level_name_of(broker_name: str) -> str | None:
@@ -783,7 +762,7 @@ class _Loader:
         elif (name in TOPIC_KEYS or name in IGNORED_TOPIC_NAMES) and known:
             synonym = BROKER_SYNONYMS.get(name, ("",))[0]
             raise ConfigError(
-                f"{name}={raw!r} from {source}: a topic-level name in a broker file"
+                f"{name}={_shown_raw(raw)} from {source}: a topic-level name in a broker file"
                 + (f"; the broker-level name is {synonym}" if synonym else "")
                 + "; per-topic values go in conf/topics/<topic>.properties, or --set for every topic"
             )
@@ -807,13 +786,15 @@ class _Loader:
         if key is not None:
             self.topics.setdefault(topic, {})[name] = (parse_value(key, raw, source), source)
         elif name == "remote.storage.enable" and parse_value(ConfigKey(name, "boolean", False), raw, source):
-            raise ConfigError(f"{name}={raw!r} from {source}: tiered-storage topics are not supported")
+            raise ConfigError(
+                f"{name}={_shown_raw(raw)} from {source}: tiered-storage topics are not supported"
+            )
         elif name in IGNORED_TOPIC_NAMES and kv.has_setting(name, self.version):
             self.ignored.append(f"{name} ({source})")
         elif (name in BROKER_KEYS or name in IGNORED_BROKER_NAMES) and kv.has_setting(name, self.version):
             topic_name = _topic_level_name_of(name)
             raise ConfigError(
-                f"{name}={raw!r} from {source}: a broker-level name in a topic override"
+                f"{name}={_shown_raw(raw)} from {source}: a broker-level name in a topic override"
                 + (f"; the topic-level name is {topic_name}" if topic_name else "")
             )
         else:
@@ -831,7 +812,7 @@ class _Loader:
                 ConfigKey(name, "boolean", False), raw, METADATA_LOG
             ):
                 raise ConfigError(
-                    f"{name}={raw!r} from {METADATA_LOG}: tiered-storage topics are not supported"
+                    f"{name}={_shown_raw(raw)} from {METADATA_LOG}: tiered-storage topics are not supported"
                 )
             else:
                 self.ignored.append(f"{name} ({METADATA_LOG}, topic {topic})")
@@ -998,9 +979,9 @@ def load_config(
     for arg in topic_configs:
         topic, setting = _split(arg, ":", "--topic-config", arg, "TOPIC:KEY=VALUE")
         name, raw = _split(setting, "=", "--topic-config", arg, "TOPIC:KEY=VALUE")
-        loader.topic_entry(topic, name, raw, f"--topic-config {arg}")
+        loader.topic_entry(topic, name, raw, _flag_source("--topic-config", arg))
     for arg in sets:
         name, raw = _split(arg, "=", "--set", arg, "KEY=VALUE")
-        loader.set_entry(name, raw, f"--set {arg}")
+        loader.set_entry(name, raw, _flag_source("--set", arg))
     cluster = None if metadata is None else metadata.view(node_id)
     return loader.build(cluster, assume_broker_defaults)

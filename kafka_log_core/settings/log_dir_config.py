@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from kafka_log_core import storage
 from kafka_log_core.errors import KafkaLogError, UsageError
 from kafka_log_core.format.checkpoints import META_PROPERTIES, MetaProperties, read_meta_properties
 from kafka_log_core.settings import kafka_version as kv
@@ -55,7 +56,7 @@ class _Candidate:
 
 def _meta(log_dir: Path) -> tuple[MetaProperties | None, str | None]:
     path = log_dir / META_PROPERTIES
-    if not path.exists():
+    if not storage.exists(path):
         return None, None
     try:
         return read_meta_properties(path), None
@@ -66,7 +67,7 @@ def _meta(log_dir: Path) -> tuple[MetaProperties | None, str | None]:
 def _candidates(log_dirs: Sequence[Path], metadata_dirs: Sequence[Path]) -> list[_Candidate]:
     found: list[_Candidate] = []
     for d in [*log_dirs, *metadata_dirs]:
-        path = d if d.name == METADATA_LOG_DIR and d.is_dir() else find_metadata_log(d)
+        path = d if d.name == METADATA_LOG_DIR and storage.is_dir(d) else find_metadata_log(d)
         if path is None or any(c.path == path.resolve() for c in found):
             continue
         path = path.resolve()

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kafka_log_core import fsutil
+from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT
 from kafka_log_core.errors import (
     CorruptDataError,
@@ -66,12 +66,15 @@ from kafka_log_core.format import (
     record_batch,
     time_index,
 )
+from kafka_log_core.format.index_base import read_index_file
+from kafka_log_core.format.kafka_message import INT16, INT32, INT64, UINT16, UUID_SIZE, MessageReader
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry
 from kafka_log_core.format.record_batch import BatchHeader, Record
 from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
-from kafka_log_core.javacompat import JavaHashMap
+from kafka_log_core.format.txn_index import KIND as TXN_KIND
+from kafka_log_core.javacompat import JavaHashMap, parse_java_integer
 
 DEFAULT_MAX_BYTES = MAX_INT  # Kafka's default for --max-bytes: "read everything"
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size: bytes read at each offset-index position
@@ -216,7 +219,8 @@ def _dump_log_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -
 
 
 def _dump_offset_index_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -> Iterator[Line]:
-    index = offset_index.parse_offset_index(_read(file.absolute), _base_offset(file), file.shown)
+    data = read_index_file(file.absolute, offset_index.OffsetIndex.KIND, offset_index.ENTRY_SIZE)
+    index = offset_index.parse_offset_index(data, _base_offset(file), file.shown)
     if len(index) == 0:
         yield Line(f"{file.shown} is empty.")
     elif options.index_sanity_check:
@@ -228,18 +232,22 @@ def _dump_offset_index_file(file: DumpedFile, options: DumpOptions, report: Dump
 
 def _dump_time_index_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -> Iterator[Line]:
     base = _base_offset(file)
-    index = time_index.parse_time_index(_read(file.absolute), base, file.shown)
+    data = read_index_file(file.absolute, time_index.TimeIndex.KIND, time_index.ENTRY_SIZE)
+    index = time_index.parse_time_index(data, base, file.shown)
     if options.index_sanity_check:
         yield sanity_check_line(index, file)
         return
-    offsets = offset_index.parse_offset_index(_read(_existing_sibling(file, ".index")), base)
+    sibling = _existing_sibling(file, ".index")
+    offsets = offset_index.parse_offset_index(
+        read_index_file(sibling, offset_index.OffsetIndex.KIND, offset_index.ENTRY_SIZE), base, sibling
+    )
     with LogReader(_existing_sibling(file, ".log")) as log:
         yield from time_index_lines(index, offsets, log, file, options, report)
 
 
 def _dump_txn_index_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -> Iterator[Line]:
     _base_offset(file)  # Kafka parses it (and fails on a name without one) although it prints nothing of it
-    yield from txn_index_lines(_read(file.absolute), file)
+    yield from txn_index_lines(read_index_file(file.absolute, TXN_KIND, TXN_ENTRY_SIZE), file)
 
 
 def _dump_snapshot_file(file: DumpedFile, options: DumpOptions, report: DumpReport) -> Iterator[Line]:
@@ -259,7 +267,7 @@ _DUMPERS: dict[str, Callable[[DumpedFile, DumpOptions, DumpReport], Iterator[Lin
 
 def _read(path: str | os.PathLike[str]) -> bytes:
     """Index, snapshot and transaction-index files are small (10 MiB at most by default): read them whole."""
-    return fsutil.read_regular(path)
+    return storage.read_regular(path)
 
 
 class LogReader:
@@ -271,7 +279,7 @@ class LogReader:
 
     def __init__(self, path: str | os.PathLike[str], limit: int | None = None) -> None:
         self.path = os.fspath(path)
-        self._handle = fsutil.open_regular_file(path)  # closed by close() or the with block
+        self._handle = storage.open_regular_file(path)  # closed by close() or the with block
         size = os.fstat(self._handle.fileno()).st_size
         self.size = size if limit is None else min(size, limit)  # fixed when opened, like FileRecords
 
@@ -309,17 +317,14 @@ class LogReader:
 
 def _existing_sibling(file: DumpedFile, suffix: str) -> Path:
     sibling = file.sibling(suffix)
-    if not sibling.is_file():
+    if not storage.is_file(sibling):
         raise CorruptIndexError(f"cannot check it: {sibling} does not exist", file.shown)
     return sibling
 
 
 def _java_long(text: str) -> int | None:
     """``Long.parseLong``: optional sign and decimal digits, in the signed 64-bit range."""
-    if not re.fullmatch(r"[+-]?\d+", text):
-        return None
-    value = int(text)
-    return value if -(2**63) <= value < 2**63 else None
+    return parse_java_integer(text)
 
 
 def _base_offset(file: DumpedFile) -> int:
@@ -520,7 +525,7 @@ def _control_text_of(record: Record | legacy_records.LegacyRecord) -> str:
     label, schema = kraft
     if record.value is None:
         raise CorruptRecordError(f"{control.type_name} control record has a null value")
-    message = _MessageReader(record.value).struct(schema)
+    message = _read_struct(MessageReader(record.value, error=CorruptRecordError), schema)
     return label + _json(_write(schema, message, message["version"]))
 
 
@@ -555,66 +560,34 @@ _KRAFT_CONTROL: dict[int, tuple[str, _Schema]] = {
     5: (" KRaftVersion ", (("version", "int16", 0), ("kRaftVersion", "int16", 0))),
     6: (" KRaftVoters ", (("version", "int16", 0), ("voters", ("array", _KRAFT_VOTER), 0))),
 }
-_FIXED = {
-    "int16": struct.Struct(">h"),
-    "int32": struct.Struct(">i"),
-    "int64": struct.Struct(">q"),
-    "uint16": struct.Struct(">H"),
-}
-_ZERO_UUID = bytes(16)
+_FIXED = {"int16": INT16, "int32": INT32, "int64": INT64, "uint16": UINT16}
+_ZERO_UUID = bytes(UUID_SIZE)
 
 
-class _MessageReader:
-    """Reads a flexible-version Kafka message at version 0 from a record value."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int, what: str) -> bytes:
-        if n > len(self.data) - self.pos:
-            raise CorruptRecordError(
-                f"{what} needs {n} bytes at byte {self.pos} of the value, {len(self.data) - self.pos} left"
-            )
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def uvarint(self, what: str) -> int:
-        value = 0
-        for i in range(5):
-            (b,) = self._take(1, what)
-            value |= (b & 0x7F) << (7 * i)
-            if not b & 0x80:
-                return value
-        raise CorruptRecordError(f"{what}: unsigned varint longer than 5 bytes")
-
-    def struct(self, schema: _Schema) -> dict[str, object]:
-        out: dict[str, object] = {}
-        for name, kind, since in schema:
-            if since > 0:
-                out[name] = _ZERO_UUID  # not present at version 0: the field's default
-            elif isinstance(kind, tuple) and kind[0] == "array":
-                count = self.uvarint(name) - 1
-                if count < 0:
-                    raise CorruptRecordError(f"non-nullable field {name} was serialized as null")
-                out[name] = [self.struct(kind[1]) for _ in range(count)]
-            elif isinstance(kind, tuple):
-                out[name] = self.struct(kind[1])
-            elif kind == "uuid":
-                out[name] = self._take(16, name)
-            elif kind == "string":
-                length = self.uvarint(name) - 1
-                if length < 0 or length > 0x7FFF:
-                    raise CorruptRecordError(f"string field {name} has invalid length {length}")
-                out[name] = self._take(length, name).decode("utf-8", "replace")
-            else:
-                fmt = _FIXED[str(kind)]
-                (out[name],) = fmt.unpack(self._take(fmt.size, name))
-        for _ in range(self.uvarint("tagged fields")):
-            self.uvarint("tag")
-            self._take(self.uvarint("tagged field size"), "tagged field")
-        return out
+def _read_struct(r: MessageReader, schema: _Schema) -> dict[str, object]:
+    """One struct of a flexible-version message at version 0 (its fields, then its tagged fields)."""
+    out: dict[str, object] = {}
+    for name, kind, since in schema:
+        if since > 0:
+            out[name] = _ZERO_UUID  # not present at version 0: the field's default
+        elif isinstance(kind, tuple) and kind[0] == "array":
+            count = r.length(name)
+            if count < 0:
+                raise CorruptRecordError(f"non-nullable field {name} was serialized as null")
+            out[name] = [_read_struct(r, kind[1]) for _ in range(count)]
+        elif isinstance(kind, tuple):
+            out[name] = _read_struct(r, kind[1])
+        elif kind == "uuid":
+            out[name] = r.uuid(name)
+        elif kind == "string":
+            length = r.length(name)
+            if length < 0 or length > 0x7FFF:
+                raise CorruptRecordError(f"string field {name} has invalid length {length}")
+            out[name] = r.take(length, name).decode("utf-8", "replace")
+        else:
+            out[name] = r.fixed(_FIXED[str(kind)], name)
+    r.skip_tagged_fields()
+    return out
 
 
 def _write(schema: _Schema, message: Mapping[str, object], version: object) -> dict[str, object]:
@@ -777,10 +750,10 @@ class KafkaIndexLookup:
 
     def __init__(self, index: offset_index.OffsetIndex) -> None:
         self.index = index
-        self.offsets = index.offsets.tolist()
+        self.offsets = _Offsets(index)  # read entry by entry: never the whole index widened
 
     def __call__(self, target: int) -> offset_index.OffsetPosition:
-        offsets, count = self.offsets, len(self.offsets)
+        offsets, count = self.offsets, len(self.index)
         if count == 0:
             return offset_index.OffsetPosition(self.index.base_offset, 0)
         first_hot = max(0, count - 1 - _WARM_INDEX_BYTES // offset_index.ENTRY_SIZE)
@@ -799,6 +772,17 @@ class KafkaIndexLookup:
             else:
                 return self.index.entry(mid)
         return self.index.entry(lo)
+
+
+class _Offsets:
+    """The absolute offset of entry ``n`` of an offset index, read when asked."""
+
+    def __init__(self, index: offset_index.OffsetIndex) -> None:
+        self.relative = index.entries["relative_offset"]
+        self.base = index.base_offset
+
+    def __getitem__(self, n: int) -> int:
+        return self.base + int(self.relative[n])
 
 
 def txn_index_lines(buf: bytes, file: DumpedFile) -> Iterator[Line]:

@@ -29,6 +29,7 @@ from kafka_log_core.rules import cleaner, retention
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import ConfigSet, LogConfig, TopicSettings
 from kafka_log_core.work.estimate import estimate_compaction
+from kafka_log_core.work.outcome import Status, TaskOutcome
 from kafka_log_core.work.rows import ReportRow, RowDraft
 from kafka_log_core.work.tasks import (
     Configs,
@@ -70,7 +71,14 @@ def config_columns(settings: TopicSettings) -> dict:
 def report_partition(
     task: PartitionTask, configs: Configs, opts: JobOptions, *, count_duplicates: bool = True
 ) -> dict:
-    """The report row of one partition (``count_duplicates=False`` skips reading keys)."""
+    """The result row of :func:`report_task`."""
+    return report_task(task, configs, opts, count_duplicates=count_duplicates).row
+
+
+def report_task(
+    task: PartitionTask, configs: Configs, opts: JobOptions, *, count_duplicates: bool = True
+) -> TaskOutcome:
+    """The report of one partition (``count_duplicates=False`` skips reading keys)."""
     opts = dataclasses.replace(opts, dry_run=True)  # the report never changes anything
     cs = configs_for(configs, task.log_dir)
 
@@ -81,7 +89,7 @@ def report_partition(
         row.set(**config_columns(settings))
         stray = stray_reason(task, cs)
         if stray is not None:
-            row.set(status="skipped", reason=stray)
+            row.set(status=Status.SKIPPED, reason=stray)
             return
         # a dry run: leftovers and recovery described, not applied
         log = prepare(task, cfg, opts, notes, cs, row)

@@ -1,27 +1,28 @@
 """The jobs' result rows: one frozen dataclass per job, one row per partition directory.
 
 A row's fields ARE the job's result table: their order is the column order of the JSON, the printed table,
-CSV and Parquet; their types give the Spark and Arrow schema (``jobs.common.row_schema``): ``int`` is a
+CSV and Parquet; their types give the Spark and Arrow schema (``jobs.output.row_schema``): ``int`` is a
 Spark long, ``Int32`` an integer, ``float`` a double, ``bool`` a boolean, ``str`` a string; ``X | None``
-is a nullable column, a plain ``X`` a column that is never null. A field whose metadata says
-:data:`NOT_A_COLUMN` travels with the row to the driver but is not shown (how the driver finishes a log
-dir after recovery).
+is a nullable column, a plain ``X`` a column that is never null. ``status`` holds a
+:class:`~kafka_log_core.work.outcome.Status`.
 
 A task fills its row through a :class:`RowDraft` (every change checked against the row's fields), and the
-row crosses the Spark boundary as a plain dict (:func:`dataclasses.asdict`).
+row crosses the Spark boundary as a plain dict (:func:`dataclasses.asdict`) inside the task's
+:class:`~kafka_log_core.work.outcome.TaskOutcome`: the row says what happened, nothing else.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar
+
+from kafka_log_core.rules.recovery import RecoveredPartition
+from kafka_log_core.work.outcome import Status
 
 #: Marks an ``int`` field stored as a 32-bit integer (Java int), e.g. a partition number.
 INT32 = "int32"
 Int32 = Annotated[int, INT32]
-#: Field metadata: carried by the row, not a column of the result table.
-NOT_A_COLUMN = {"column": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class CompactRow:
     log_dir: str
     topic: str
     partition: Int32
-    status: str = "skipped"
+    status: str = Status.SKIPPED
     reason: str | None = ""
     settings: str | None = None
     dirty_ratio: float | None = None
@@ -49,8 +50,6 @@ class CompactRow:
     truncated_bytes: int | None = None
     truncated_records: int | None = None
     duration_ms: int | None = 0
-    recovery_state: str | None = field(default=None, metadata=NOT_A_COLUMN)
-    recovery_marker: str | None = field(default=None, metadata=NOT_A_COLUMN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +59,7 @@ class RetainRow:
     log_dir: str
     topic: str
     partition: Int32
-    status: str = "skipped"
+    status: str = Status.SKIPPED
     reason: str | None = ""
     settings: str | None = None
     segments_deleted: int | None = 0
@@ -72,8 +71,6 @@ class RetainRow:
     truncated_bytes: int | None = None
     truncated_records: int | None = None
     duration_ms: int | None = 0
-    recovery_state: str | None = field(default=None, metadata=NOT_A_COLUMN)
-    recovery_marker: str | None = field(default=None, metadata=NOT_A_COLUMN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +110,7 @@ class ReportRow:
     recovered_bytes: int | None = None
     truncated_bytes: int | None = None
     truncated_records: int | None = None
-    status: str = "ok"
+    status: str = Status.OK
     reason: str | None = ""
     duration_ms: int | None = 0
 
@@ -123,20 +120,22 @@ R = TypeVar("R", CompactRow, RetainRow, ReportRow)
 
 def columns(row_type: type) -> list[str]:
     """The result table's columns of ``row_type``, in order."""
-    return [f.name for f in dataclasses.fields(row_type) if f.metadata.get("column", True)]
+    return [f.name for f in dataclasses.fields(row_type)]
 
 
 class RowDraft(Generic[R]):
     """A result row while a task fills it: :meth:`set` changes fields (an unknown field name is an error),
     :attr:`row` is the row so far -- what is reported even when the task fails midway. The values are kept
     in a dict until the row is needed (a task sets a dozen fields; a frozen row rebuilt for each costs more
-    than an idle partition's whole work)."""
+    than an idle partition's whole work). :attr:`recovered` is set when the task recovered its partition
+    after an unclean shutdown."""
 
-    __slots__ = ("_type", "_values")
+    __slots__ = ("_type", "_values", "recovered")
 
     def __init__(self, row: R) -> None:
         self._type: type[R] = type(row)
         self._values: dict[str, Any] = {name: getattr(row, name) for name in _names(self._type)}
+        self.recovered: RecoveredPartition | None = None
 
     def set(self, **changes: Any) -> None:
         unknown = changes.keys() - self._values.keys()

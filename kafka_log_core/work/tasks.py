@@ -1,8 +1,11 @@
 """Per-partition work units: what one Spark task (or one local call) does for one partition directory.
 
 The driver lists partition directories and reads the log-dir checkpoint files once; each task gets a
-small picklable :class:`PartitionTask` and returns one result row (a row of
-:mod:`kafka_log_core.work.rows`, as a dict). A task never raises for bad data or a refused operation: it reports the partition as
+small picklable :class:`~kafka_log_core.log.listing.PartitionTask` and gives back a
+:class:`~kafka_log_core.work.outcome.TaskOutcome`: one result row (a row of :mod:`kafka_log_core.work.rows`,
+as a dict) and what the driver does next. ``compact_task``, ``retain_task`` (and ``report.report_task``)
+give the outcome, ``compact_partition``, ``retain_partition`` (and ``report_partition``) only its row, for a
+local caller. A task never raises for bad data or a refused operation: it reports the partition as
 ``failed`` with a one-line reason naming the file and position, leaves it as it was, and the other
 partitions go on.
 
@@ -32,30 +35,21 @@ from kafka_log_core.errors import (
     KafkaLogError,
     PartitionBusyError,
     RefusedError,
+    describe_os_error,
 )
 from kafka_log_core.format import compression
 from kafka_log_core.format.filenames import TopicPartition
-from kafka_log_core.log import checkpoint_files, locks
-from kafka_log_core.log.log_dir import read_partition_checkpoints
-from kafka_log_core.log.partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionCheckpoints, PartitionLog
+from kafka_log_core.log import locks
+from kafka_log_core.log.listing import PartitionTask
+from kafka_log_core.log.log_dir import read_partition_checkpoints, update_checkpoints
+from kafka_log_core.log.partition_log import CLEANER_OFFSET_CHECKPOINT, PartitionLog
 from kafka_log_core.log.segment import check_indexes
 from kafka_log_core.rules import cleaner, leftovers, recovery, retention, split_cleaning
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import ConfigSet, LogConfig, TopicSettings
 from kafka_log_core.work.estimate import estimate_compaction
+from kafka_log_core.work.outcome import Status, TaskOutcome
 from kafka_log_core.work.rows import CompactRow, R, RetainRow, RowDraft
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionTask:
-    log_dir: str
-    topic: str
-    partition: int
-    checkpoints: PartitionCheckpoints
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,27 +107,27 @@ def unknown_settings_reason(topic: str, names: list[str], consequence: str, conf
     )
 
 
-def run_guarded(task: PartitionTask, row_type: type[R], body: Callable[[RowDraft[R]], None]) -> dict:
+def run_guarded(task: PartitionTask, row_type: type[R], body: Callable[[RowDraft[R]], None]) -> TaskOutcome:
     """Run ``body`` to fill the task's ``row_type`` row; turn any error into a failed row with a one-line
-    reason (the columns filled before the error stay). The row as a dict, ready to cross to the driver."""
+    reason (the columns filled before the error stay). The outcome, ready to cross to the driver."""
     started = time.monotonic()
     row = RowDraft(row_type(log_dir=task.log_dir, topic=task.topic, partition=task.partition))
     try:
         body(row)
     except PartitionBusyError as err:  # another job writes it now: its result stands, nothing failed
-        row.set(status="skipped", reason=str(err))
+        row.set(status=Status.SKIPPED, reason=str(err))
     except KafkaLogError as err:
-        row.set(status="failed", reason=str(err))
+        row.set(status=Status.FAILED, reason=str(err))
     except OSError as err:
-        row.set(status="failed", reason=f"{type(err).__name__}: {err}")
+        row.set(status=Status.FAILED, reason=describe_os_error(err))
     except Exception as err:  # a bug: still one line in the table, with where it happened
         where = traceback.extract_tb(err.__traceback__)[-1]
         row.set(
-            status="failed",
+            status=Status.FAILED,
             reason=f"internal error {type(err).__name__}: {err} ({os.path.basename(where.filename)}:{where.lineno})",
         )
     row.set(duration_ms=int((time.monotonic() - started) * 1000))
-    return row.as_dict()
+    return TaskOutcome(task, row.as_dict(), row.recovered)
 
 
 def prepare(
@@ -240,9 +234,8 @@ def load(
     recovery.apply_recovery(plan)
     if not plan.clean_shutdown:
         recovery.update_log_dir_checkpoints(task.log_dir, task.tp, plan, hw)
-        row.set(
-            recovery_state=recovery.RECOVERED,
-            recovery_marker=recovery.clean_shutdown_marker(cs.version).decode(),
+        row.recovered = recovery.RecoveredPartition(
+            task.log_dir, task.tp, recovery.clean_shutdown_marker(cs.version)
         )
     notes.append(f"recovered: {plan.describe()}; {hw_note}")
     return PartitionLog.open(task.log_dir, task.tp, after)
@@ -300,12 +293,6 @@ def check_inside(log_dir: Path, path: Path) -> None:
         raise RefusedError(f"{path} is a symbolic link to {target}, outside the log dir {root}: not touched")
 
 
-def update_checkpoint(log_dir: str, name: str, tp: TopicPartition, offset: int | None) -> None:
-    """Set (or with None remove) one partition's entry of a log-dir checkpoint, under the lock."""
-    with locks.checkpoint_lock(log_dir):
-        checkpoint_files.update(Path(log_dir) / name, {tp: offset})
-
-
 def check_free_space(directory: Path, needed: int) -> None:
     free = shutil.disk_usage(directory).free
     if free < needed:
@@ -317,8 +304,16 @@ def check_free_space(directory: Path, needed: int) -> None:
 def compact_partition(
     task: PartitionTask, configs: Configs, opts: JobOptions, split_runner: Callable | None = None
 ) -> dict:
-    """``split_runner``: how split rounds run their pieces (``split_cleaning.Runner``; the Spark driver
-    passes its own). Without it, a round above ``opts.split_above`` leaves a row of status ``split``."""
+    """The result row of :func:`compact_task`."""
+    return compact_task(task, configs, opts, split_runner).row
+
+
+def compact_task(
+    task: PartitionTask, configs: Configs, opts: JobOptions, split_runner: Callable | None = None
+) -> TaskOutcome:
+    """Compaction of one partition, as Kafka's log cleaner. ``split_runner``: how split rounds run their
+    pieces (``split_cleaning.Runner``; the Spark driver passes its own). Without it, a round above
+    ``opts.split_above`` leaves the partition with status ``split``."""
     cs = configs_for(configs, task.log_dir)
 
     def body(row: RowDraft[CompactRow]) -> None:
@@ -333,7 +328,7 @@ def compact_partition(
         if settings.unknown("cleanup.policy"):
             consequence = "not compacted (it may not be a compacted topic)"
             row.set(
-                status="failed",
+                status=Status.FAILED,
                 reason=unknown_settings_reason(task.topic, ["cleanup.policy"], consequence, cs),
             )
             return
@@ -360,7 +355,6 @@ def compact_partition(
 
 
 ALL_ROUNDS = 0  # --rounds all
-SPLIT = "split"  # the row of a partition an executor left for the driver to clean in split tasks
 
 
 def _compact_round(
@@ -389,15 +383,18 @@ def _compact_round(
         )
     if not plan.eligible:
         if plan.checkpoint_reset and not opts.dry_run:
-            update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, plan.first_dirty_offset)
+            update_checkpoints(
+                current.log_dir, current.tp, {CLEANER_OFFSET_CHECKPOINT: plan.first_dirty_offset}
+            )
         if done == 0:
             row.set(reason="; ".join([plan.reason, *notes]))
         return False, False
+    log.check_batch_offsets(plan.first_uncleanable_offset)  # what the round reads: offsets a broker wrote
     if opts.dry_run:
         estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
         records = estimate.records or 0
         row.set(
-            status="would clean",
+            status=Status.WOULD_CLEAN,
             reason="; ".join([plan.reason, estimate.describe(), *notes]),
             records_before=records,
             records_after=records - estimate.duplicates,
@@ -409,7 +406,10 @@ def _compact_round(
     split = opts.split_above is not None and plan.cleanable_bytes > opts.split_above
     if split and split_runner is None:  # an executor: the driver cleans it with tasks of its own
         if done == 0:
-            row.set(status=SPLIT, reason=f"cleanable section of {plan.cleanable_bytes} bytes: split cleaning")
+            row.set(
+                status=Status.SPLIT,
+                reason=f"cleanable section of {plan.cleanable_bytes} bytes: split cleaning",
+            )
         return False, False
     check_free_space(
         log.directory,
@@ -435,7 +435,7 @@ def _compact_round(
         result = cleaner.clean_log(
             log, plan, cfg, cs.broker, opts.now_ms, producers, max_batch_bytes=opts.max_batch_bytes
         )
-    update_checkpoint(current.log_dir, CLEANER_OFFSET_CHECKPOINT, current.tp, result.end_offset)
+    update_checkpoints(current.log_dir, current.tp, {CLEANER_OFFSET_CHECKPOINT: result.end_offset})
     after = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
     s = result.stats
     more = result.end_offset < plan.first_uncleanable_offset and result.end_offset > plan.first_dirty_offset
@@ -445,7 +445,7 @@ def _compact_round(
             f"{result.end_offset}, the rest on the next run"
         )
     row.set(
-        status="cleaned",
+        status=Status.CLEANED,
         reason="; ".join([plan.reason, *notes]),
         bytes_after=after.size_in_bytes,
         records_before=row.row.records_before if done else s.records_read,
@@ -466,6 +466,11 @@ def retention_settings_unknown(settings: TopicSettings) -> list[str]:
 
 
 def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) -> dict:
+    """The result row of :func:`retain_task`."""
+    return retain_task(task, configs, opts).row
+
+
+def retain_task(task: PartitionTask, configs: Configs, opts: JobOptions) -> TaskOutcome:
     """Retention of one partition (time, size, log start offset), as UnifiedLog.deleteOldSegments."""
     cs = configs_for(configs, task.log_dir)
 
@@ -481,7 +486,9 @@ def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) ->
         unknown = retention_settings_unknown(settings)
         if unknown:
             consequence = "nothing deleted (retention would delete by a guessed setting)"
-            row.set(status="failed", reason=unknown_settings_reason(task.topic, unknown, consequence, cs))
+            row.set(
+                status=Status.FAILED, reason=unknown_settings_reason(task.topic, unknown, consequence, cs)
+            )
             return
         override = opts.log_start_offset_for(task.tp)
         with holding(task, opts) as current:
@@ -508,10 +515,10 @@ def retain_partition(task: PartitionTask, configs: Configs, opts: JobOptions) ->
                 "; rolled an empty active segment first" if plan.roll else ""
             )
             if opts.dry_run:
-                row.set(status="would delete", reason="; ".join([summary, *notes]))
+                row.set(status=Status.WOULD_DELETE, reason="; ".join([summary, *notes]))
                 return
             result = retention.apply_retention(log, plan, cfg)
             retention.update_log_dir_checkpoints(task.log_dir, task.tp, result)
-            row.set(status="deleted", reason="; ".join([summary, *notes]))
+            row.set(status=Status.DELETED, reason="; ".join([summary, *notes]))
 
     return run_guarded(task, RetainRow, body)

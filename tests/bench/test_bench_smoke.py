@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from kafka_log_core.format.filenames import TopicPartition
+
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -38,13 +40,13 @@ def assert_positive_ratios(report: dict, names: list[str]) -> None:
 
 
 def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
-    report = run_bench(tmp_path, "--skip", "spark,kafka,skew,split,tables")
+    report = run_bench(tmp_path, "--skip", "spark,kafka,skew,split,partitions,tables")
     assert {"schema", "timestamp", "quick", "machine", "workload", "measurements", "sections", "ratios",
             "targets", "notes", "files"} <= set(report)  # fmt: skip
     assert report["quick"] is True
     for name in ("raw", "scan", "compaction", "memory", "sweep"):
         assert report["sections"][name]["status"] == "ok", report["sections"][name]
-    for name in ("spark", "kafka", "skew", "split", "tables"):
+    for name in ("spark", "kafka", "skew", "split", "partitions", "tables"):
         assert report["sections"][name]["status"] == "skipped"
     assert_positive_ratios(
         report,
@@ -82,7 +84,8 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
     assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
     targets = {t["name"]: t for t in report["targets"]}
-    assert len(targets) == 16  # 13 in evaluate_targets, plus the skew, the split and the tables sections' own
+    # 15 in evaluate_targets, the skew and the split sections' own, 5 of partitions, 1 of tables
+    assert len(targets) == 23
     for t in targets.values():
         assert t["comparison"] in (">=", "<=")
         assert t["verdict"].startswith(("MET", "MISSED", "NOT MEASURED"))
@@ -95,7 +98,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_reports_spark_scaling(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka,split,tables")
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka,split,partitions,tables")
     sessions = {s["master"]: s for s in report["sections"]["spark"]["sessions"]}
     assert set(sessions) == {"local[1]", "local[2]"}
     assert sessions["local[1]"]["cores"] == 1 and sessions["local[2]"]["cores"] == 2
@@ -109,7 +112,7 @@ def test_quick_run_reports_spark_scaling(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_reports_skew_side_by_side(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka,split,tables")
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka,split,partitions,tables")
     skew = report["sections"]["skew"]
     assert skew["status"] == "ok" and skew["cores"] == 2
     runs = skew["runs"]
@@ -184,16 +187,48 @@ def test_generator_is_deterministic(tmp_path):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
 
 
+def test_fleet_partitions_are_what_the_jobs_see(tmp_path):
+    """bench.fleet's log dir, read by the report's own core: every partition idle but the dirty ones,
+    which both compaction and retention have work on."""
+    from bench.fleet import NOW_MS, Fleet, generate
+    from kafka_log_core.log.log_dir import LogDirState
+    from kafka_log_core.settings.config import load_config
+    from kafka_log_core.work.report import report_partition
+    from kafka_log_core.work.tasks import JobOptions, PartitionTask
+
+    m = generate(tmp_path, Fleet(100, dirty_share=0.03))
+    logs = tmp_path / "logs"
+    configs = load_config(tmp_path / "conf")
+    state = LogDirState.read(logs)
+    rows = []
+    for directory in sorted(p for p in logs.iterdir() if p.is_dir()):
+        topic, _, partition = directory.name.rpartition("-")
+        tp_state = state.for_partition(TopicPartition(topic, int(partition)))
+        task = PartitionTask(str(logs), topic, int(partition), tp_state)
+        rows.append(report_partition(task, configs, JobOptions(now_ms=NOW_MS)))
+    assert len(rows) == 100 and {r["status"] for r in rows} == {"ok"}
+    dirty = {f"{r['topic']}-{r['partition']}" for r in rows if r["would_compact"]}
+    expiring = {f"{r['topic']}-{r['partition']}" for r in rows if r["retention_segments"]}
+    assert dirty == expiring == set(m.dirty_partitions) and len(dirty) == 3
+    empty = [r for r in rows if r["total_bytes"] == 0]
+    assert len(empty) == m.kinds["empty"] and all(r["segments"] == 1 for r in empty)
+    assert all(r["cleanup_policy_source"] != "unknown" for r in rows)
+    compacted = [r for r in rows if "compact" in r["cleanup_policy"] and r["total_bytes"]]
+    assert any(not r["would_compact"] and r["cleanable_bytes"] == 0 for r in compacted)  # cleaned ones
+
+
 @pytest.mark.slow
-def test_quick_tables_section_measures_exports_and_an_equal_incremental_table(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.tables", "--work", str(tmp_path / "tables"), "--quick"],
-        cwd=REPO, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
-    assert result["incremental_equals_full"] is True
-    runs = result["runs"]
-    assert runs["records bytes"]["rows"] == runs["records avro"]["rows"] == result["records"]
-    assert runs["latest iceberg incremental (+1 %)"]["rows"] == runs["latest iceberg full (+1 %)"]["rows"]
-    assert result["incremental_vs_full"] > 0 and runs["records avro"]["rows_per_s_per_core"] > 0
+def test_partitions_section_measures_each_job_against_its_dirty_partitions(tmp_path):
+    cmd = [sys.executable, "-m", "bench.partitions", "--work", str(tmp_path), "--counts", "30,60",
+           "--jobs", "report,retain", "--only", "sweep"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep = json.loads(proc.stdout.splitlines()[-1])["sweep"]
+    assert sweep["counts"] == [30, 60]
+    for runs in sweep["jobs"].values():
+        for n in ("30", "60"):
+            assert runs[n]["all"]["partitions"] == int(n)
+            assert runs[n]["dirty_alone"]["partitions"] == 1
+            assert runs[n]["all"]["cpu_seconds"] > 0 and runs[n]["partitions_per_second"] > 0
+        assert "driver_bytes_per_partition" in runs
+    assert sweep["jobs"]["retain"]["60"]["all"]["statuses"] == {"skipped": 59, "deleted": 1}

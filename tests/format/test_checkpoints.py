@@ -14,7 +14,6 @@ from kafka_log_core.format.checkpoints import (
     MetaProperties,
     PartitionMetadata,
     assign,
-    parse_java_properties,
     parse_leader_epoch_checkpoint,
     parse_meta_properties,
     parse_offset_checkpoint,
@@ -30,6 +29,7 @@ from kafka_log_core.format.checkpoints import (
     write_partition_metadata,
 )
 from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.format.properties import parse_java_properties
 
 # Spec example E10, copied by hand from kafka-log-format.md §14.
 E10 = b"0\n2\norders 0 1532\norders 3 88\n"

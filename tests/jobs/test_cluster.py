@@ -32,11 +32,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jobs import common, package
+from jobs import context, package, runner
 from jobs.cli import main
+from jobs.spark import is_local_master
 from kafka_log_core.simulator.sample import DEFAULT_NOW_MS, generate
 from kafka_log_core.work.rows import RetainRow
-from kafka_log_core.work.tasks import JobOptions, retain_partition
+from kafka_log_core.work.tasks import JobOptions, retain_task
 from tests.logbuild import batch, make_log
 
 REPO = Path(__file__).resolve().parents[2]
@@ -271,7 +272,7 @@ def test_the_largest_partitions_start_first_and_rows_keep_the_listing_order(spar
     assert by_size == [3, 5, 1, 6, 4, 2, 0]
     sizes = [sum(f.stat().st_size for f in (log_dir / f"sized-{p}").iterdir()) for p in by_size]
     assert sizes == sorted(sizes, reverse=True)
-    listing = common.list_tasks([str(log_dir)], None, writing=False)
+    listing = context.list_tasks([str(log_dir)], None, writing=False)
     assert [t.partition for t in listing.tasks] == list(range(7))
 
     def started(task):
@@ -282,7 +283,7 @@ def test_the_largest_partitions_start_first_and_rows_keep_the_listing_order(spar
         time.sleep(1.0)  # the first two tasks overlap: both have written before a third can start
         return {"topic": task.topic, "partition": task.partition}
 
-    rows = common.run_distributed(spark, listing.tasks, started)
+    rows = runner.run_distributed(spark, listing.tasks, started)
     assert [r["partition"] for r in rows] == list(range(7))
     slices = dict(tuple(map(int, line.split())) for line in journal.read_text().splitlines())
     assert [p for p, _ in sorted(slices.items(), key=lambda kv: kv[1])] == by_size
@@ -294,15 +295,15 @@ def test_an_executor_that_cannot_see_a_directory_gives_a_failed_row_with_host_an
     log_dir = tmp_path / "logs"
     for partition in range(3):
         _partition_of_size(log_dir, partition, 2)
-    listing = common.list_tasks([str(log_dir)], None, writing=True)
+    listing = context.list_tasks([str(log_dir)], None, writing=True)
     hidden = log_dir / "sized-1"
     hidden.rename(tmp_path / "elsewhere")  # listed by the driver, not there for the executor
     fn = functools.partial(
-        retain_partition,
-        configs=common.load_configs([str(log_dir)], None, (), (), (), assume_broker_defaults=True),
+        retain_task,
+        configs=context.load_configs([str(log_dir)], context.ConfigSources(assume_broker_defaults=True)),
         opts=JobOptions(now_ms=0),
     )
-    rows = common.run_distributed(spark, listing.tasks, fn, RetainRow)
+    rows = [o.row for o in runner.run_distributed(spark, listing.tasks, fn, RetainRow)]
     assert [r["status"] for r in rows] == ["skipped", "failed", "skipped"]
     assert rows[1]["reason"].startswith(
         f"{hidden}: no such directory on executor host {socket.gethostname()}"
@@ -310,7 +311,7 @@ def test_an_executor_that_cannot_see_a_directory_gives_a_failed_row_with_host_an
     assert rows[1]["segments_deleted"] == 0 and rows[1]["topic"] == "sized" and rows[1]["partition"] == 1
 
     shutil.move(log_dir, tmp_path / "gone")  # the whole log dir
-    rows = common.run_distributed(spark, listing.tasks, fn, RetainRow)
+    rows = [o.row for o in runner.run_distributed(spark, listing.tasks, fn, RetainRow)]
     assert {r["status"] for r in rows} == {"failed"}
     assert all(r["reason"].startswith(f"{log_dir}: no such directory on executor host") for r in rows)
 
@@ -322,4 +323,4 @@ def test_an_executor_that_cannot_see_a_directory_gives_a_failed_row_with_host_an
      ("k8s://https://10.0.0.1:6443", False)],
 )  # fmt: skip
 def test_only_a_local_master_runs_executors_in_the_drivers_python(master, local):
-    assert common.is_local_master(master) is local
+    assert is_local_master(master) is local

@@ -18,6 +18,7 @@ from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.partition_log import LogDirState, PartitionLog
 from kafka_log_core.rules import cleaner
 from kafka_log_core.settings.config import load_config
+from kafka_log_core.work.tasks import JobOptions
 from tests.clirun import invoke
 from tests.logbuild import TS, batch, make_log, read_records
 
@@ -86,7 +87,7 @@ def test_dirty_ratio_in_the_result_is_the_cleaners_own(spark, tmp_path):
     plan = cleaner.plan_cleaning(log, configs.for_topic("orders"), configs.broker, NOW)
     # by hand: segments 0 (2 batches) and 4 are cleanable, nothing clean yet -> ratio 1
     assert plan.dirty_ratio == 1.0
-    rows = compact.run(spark, [str(tmp_path)], None, configs, compact.common.job_options(NOW, dry_run=True))
+    rows = compact.run(spark, [str(tmp_path)], None, configs, JobOptions(now_ms=NOW, dry_run=True))
     assert rows[0]["dirty_ratio"] == plan.dirty_ratio
     assert rows[0]["status"] == "would clean"
     assert read_records(tmp_path / "orders-0")[0] == (0, b"a", b"1")  # dry run changed nothing
@@ -297,7 +298,7 @@ def test_report_path_writes_parquet_with_the_result_schema(spark, tmp_path):
 
 def test_spark_submit_and_the_cli_take_the_same_options_and_agree(spark, tmp_path):
     """`spark-submit jobs/compact.py …` and `kafka-log-jobs compact …` are the same job. The virtualenv's
-    spark-submit, run as the README says when the virtualenv is not on PATH (without it the script finds
+    spark-submit, run as docs/cluster.md says when the virtualenv is not on PATH (without it the script finds
     neither Spark nor a Python with our modules), prints only the JSON rows on stdout (our stderr is merged
     into it) and, given the jobs' log4j2 file, only the JVM's own first line on stderr."""
     from pathlib import Path

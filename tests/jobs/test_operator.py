@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jobs import common, compact, progress, report, retain
+from jobs import compact, context, output, progress, report, retain
 from jobs.cli import main
 from kafka_log_core.format.checkpoints import read_offset_checkpoint
 from kafka_log_core.format.filenames import TopicPartition
-from kafka_log_core.log.log_dir import write_log_dir_checkpoints
+from kafka_log_core.log.log_dir import update_checkpoints, write_log_dir_checkpoints
 from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.settings.config import load_config
-from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, update_checkpoint
+from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
 from tests.clirun import invoke
 from tests.logbuild import TS, batch, make_log, mark_clean_shutdown, read_records
 
@@ -168,7 +168,7 @@ def test_a_plan_is_made_from_the_checkpoints_on_disk_under_the_lock_not_from_the
     configs = load_config(None, [], [], ["cleanup.policy=compact"])
     assert compact_partition(_task(once, "orders", 0), configs, JobOptions(now_ms=NOW))["status"] == "cleaned"
 
-    stale = common.list_tasks([str(twice)], None, writing=True).tasks[0]  # B's listing
+    stale = context.list_tasks([str(twice)], None, writing=True).tasks[0]  # B's listing
     assert stale.checkpoints.cleaner_offset is None
     assert (
         compact_partition(_task(twice, "orders", 0), configs, JobOptions(now_ms=NOW))["status"] == "cleaned"
@@ -200,8 +200,8 @@ def _update_many(log_dir: str, worker: int, partitions: int, rounds: int, start)
     start.wait()
     for r in range(rounds):
         for p in range(partitions):
-            update_checkpoint(
-                log_dir, "cleaner-offset-checkpoint", TopicPartition(f"w{worker}", p), r * 1000 + p
+            update_checkpoints(
+                log_dir, TopicPartition(f"w{worker}", p), {"cleaner-offset-checkpoint": r * 1000 + p}
             )
 
 
@@ -358,7 +358,7 @@ def test_a_topic_regex_that_matches_nothing_names_the_topics_there(tmp_path):
 def test_among_several_log_dirs_an_empty_one_is_a_note_and_the_others_go_on(tmp_path):
     _orders(tmp_path / "a")
     (tmp_path / "b").mkdir()
-    listing = common.list_tasks([str(tmp_path / "a"), str(tmp_path / "b")], None, writing=False)
+    listing = context.list_tasks([str(tmp_path / "a"), str(tmp_path / "b")], None, writing=False)
     assert [t.tp for t in listing.tasks] == [TopicPartition("orders", 0)]
     assert listing.notes == [
         f"no partition directories (<topic>-<partition>) under {tmp_path / 'b'}: it is empty"
@@ -394,7 +394,7 @@ def test_a_failure_reason_is_whole_in_the_table(spark, tmp_path):
     args = ["--log-dir", tmp_path, "--set", "cleanup.policy=compact", "--now-ms", NOW]
     (failed,) = [r for r in json.loads(invoke(compact.command, *args, "--dry-run", "--output", "json").stdout)
                  if r["status"] == "failed"]  # fmt: skip
-    assert len(failed["reason"]) > common.MAX_CELL  # cut at 80 before
+    assert len(failed["reason"]) > output.MAX_CELL  # cut at 80 before
     assert f"{segment} at position 0: CRC32C mismatch" in failed["reason"]
     lines = invoke(compact.command, *args, "--dry-run", "--output", "table").stdout.splitlines()
     start, width = _column(lines, "reason")

@@ -23,7 +23,13 @@ from kafka_log_core.rules import recovery
 from kafka_log_core.rules.producer_recovery import hashmap_order
 from kafka_log_core.rules.producer_state import ProducerEntry
 from kafka_log_core.settings.config import load_config
-from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
+from kafka_log_core.work.tasks import (
+    JobOptions,
+    PartitionTask,
+    compact_partition,
+    retain_partition,
+    retain_task,
+)
 from tests.logbuild import TS, batch, make_log, marker, with_partition_leader_epoch
 
 NOW = TS + 3_600_000
@@ -45,6 +51,11 @@ def _task(log_dir: Path, topic: str = "t", partition: int = 0) -> PartitionTask:
 def _retain(log_dir: Path, *sets: str, **opts) -> dict:
     """retain with nothing to delete: whatever changes is the loader's recovery."""
     return retain_partition(_task(log_dir), _configs(*sets), JobOptions(now_ms=NOW, **opts))
+
+
+def _recovered(log_dir: Path, topic: str = "t") -> recovery.RecoveredPartition | None:
+    """What the task of :func:`_retain` tells the driver it recovered."""
+    return retain_task(_task(log_dir, topic), _configs(), JobOptions(now_ms=NOW)).recovered
 
 
 def _recovery_points(log_dir: Path, **points: int) -> None:
@@ -175,7 +186,7 @@ def test_bit_rot_followed_by_valid_batches_fails_the_partition_untouched_by_defa
     )
     assert row["truncated_bytes"] is None  # nothing was truncated
     assert _state(tmp_path) == before
-    assert recovery.finish_log_dirs([row]) == []  # the log dir stays unclean: no marker
+    assert recovery.finish_log_dirs([_recovered(tmp_path)]) == []  # the log dir stays unclean: no marker
     assert not (tmp_path / ".kafka_cleanshutdown").exists()
 
 
@@ -459,10 +470,10 @@ def test_no_recover_refuses_what_recovery_would_change_and_changes_nothing(tmp_p
 def test_the_driver_marks_a_fully_recovered_log_dir_cleanly_shut_down(tmp_path):
     make_log(tmp_path, "t", 0, {0: [batch(0, [("a", "1")])]})
     make_log(tmp_path, "u", 0, {0: [batch(0, [("b", "1")])]})
-    rows = [_retain(tmp_path)]
+    rows = [_recovered(tmp_path)]
     assert recovery.finish_log_dirs(rows)[0].startswith(f"{tmp_path}: .kafka_cleanshutdown not written")
     assert not (tmp_path / ".kafka_cleanshutdown").exists()
-    other = retain_partition(_task(tmp_path, "u"), _configs(), JobOptions(now_ms=NOW))
+    other = _recovered(tmp_path, "u")
     (note,) = recovery.finish_log_dirs([*rows, other])
     assert "wrote .kafka_cleanshutdown" in note
     assert (tmp_path / ".kafka_cleanshutdown").read_bytes() == b'{"version":0,"brokerEpoch":-1}'
@@ -472,7 +483,7 @@ def test_the_driver_marks_a_fully_recovered_log_dir_cleanly_shut_down(tmp_path):
 def test_a_future_log_keeps_the_log_dir_unclean(tmp_path):
     make_log(tmp_path, "t", 0, {0: [batch(0, [("a", "1")])]})
     (tmp_path / "t-0.0123456789abcdef0123456789abcdef-future").mkdir()
-    (note,) = recovery.finish_log_dirs([_retain(tmp_path)])
+    (note,) = recovery.finish_log_dirs([_recovered(tmp_path)])
     assert "not written" in note and "-future" in note
     assert not (tmp_path / ".kafka_cleanshutdown").exists()
 

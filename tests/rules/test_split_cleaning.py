@@ -432,9 +432,7 @@ def test_compact_job_on_spark_splits_the_round_into_tasks_and_matches_one_task(t
     single, split = twin(tmp_path, "single", mixed), twin(tmp_path, "split", mixed)
     compact(single, now, BIG_BUFFER)
     configs = load_config(None, [], [], [*SETTINGS, *TINY_MAP])
-    rows = compact_job.run(
-        spark, [str(split)], None, configs, compact_job.common.job_options(now, split_above=0)
-    )
+    rows = compact_job.run(spark, [str(split)], None, configs, JobOptions(now_ms=now, split_above=0))
     assert [r["status"] for r in rows] == ["cleaned"] and "split cleaning" in rows[0]["reason"], rows
     files_single = {n: b for n, b in snapshot_files(single).items() if not n.startswith(".kafka")}
     files_split = {n: b for n, b in snapshot_files(split).items() if not n.startswith(".kafka")}

@@ -378,3 +378,38 @@ def test_a_zookeeper_era_log_dir_takes_3x_segment_sizes(tmp_path):
         resolve_log_dir_configs([kraft], conf_dir=conf)
     (flagged,) = resolve_log_dir_configs([kraft], conf_dir=conf, kafka_version="3.8").values()
     assert flagged.configs.for_topic("orders").segment_bytes == 16384
+
+
+HUGE = "9" * 5000  # more digits than Python converts to an int by default (4,300), far beyond a long
+
+
+def test_a_metadata_value_beyond_a_java_long_fails_only_that_topic(tmp_path):
+    m = metadata(topics=("orders", "huge"), topic_configs={"orders": {"cleanup.policy": "compact"},
+                                                           "huge": {"retention.ms": HUGE}})  # fmt: skip
+    configs = load(tmp_path, metadata=m)
+    assert configs.settings("orders").error is None
+    error = configs.settings("huge").error
+    assert "retention.ms=" in error and "from metadata log: not a 64-bit integer" in error
+    assert len(error) < 300  # the value is cut, the line stays a line
+
+
+@pytest.mark.parametrize("where", ["--set", "topic file", "--topic-config"])
+def test_a_value_beyond_a_java_long_from_a_file_or_flag_is_a_config_error_naming_where(tmp_path, where):
+    kw = {"--set": {"sets": [f"retention.ms={HUGE}"]}, "topic file": {"topic_file": f"retention.ms={HUGE}\n"},
+          "--topic-config": {"topic_configs": [f"orders:retention.ms={HUGE}"]}}[where]  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
+        load(tmp_path, **kw)
+    shown = {"--set": "from --set retention.ms=", "topic file": "orders.properties:1: not a 64-bit integer",
+             "--topic-config": "from --topic-config orders:retention.ms="}[where]  # fmt: skip
+    assert shown in str(raised.value) and "(a Java long" in str(raised.value)
+    assert len(str(raised.value)) < 400
+
+
+@pytest.mark.parametrize("text,expected", [("9223372036854775807", 9223372036854775807),
+                                           ("-9223372036854775808", -9223372036854775808),
+                                           ("000000000000000000000000042", 42), ("9223372036854775808", None),
+                                           (HUGE, None), ("-" + HUGE, None), ("1e3", None)])  # fmt: skip
+def test_java_integers_are_parsed_as_long_parse_long_does_and_never_past_its_digits(text, expected):
+    from kafka_log_core.javacompat import parse_java_integer
+
+    assert parse_java_integer(text) == expected

@@ -16,7 +16,12 @@ import pytest
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.settings.config import load_config
-from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition, retain_partition
+from kafka_log_core.work.tasks import (
+    JobOptions,
+    PartitionTask,
+    compact_partition,
+    retain_task,
+)
 from tests.logbuild import TS, batch, make_log, marker
 
 NOW = TS + 3_600_000
@@ -293,9 +298,9 @@ def _recover_run(log_dir):
     configs = load_config(None, [], [], ["cleanup.policy=delete", "retention.ms=-1", "retention.bytes=-1"])
     tp = TopicPartition("orders", 0)
     task = PartitionTask(str(log_dir), "orders", 0, LogDirState.read(log_dir).for_partition(tp))
-    row = retain_partition(task, configs, JobOptions(now_ms=NOW, recover_truncating=True))
-    recovery.finish_log_dirs([row])
-    return row
+    outcome = retain_task(task, configs, JobOptions(now_ms=NOW, recover_truncating=True))
+    recovery.finish_log_dirs([outcome.recovered])
+    return outcome.row
 
 
 def _dir_state(log_dir):

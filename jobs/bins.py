@@ -1,0 +1,153 @@
+"""Partitions run in bins: a Spark task runs a bin of partitions one after the other.
+
+A Spark task costs about 35 ms of CPU before our code runs (the scheduler in the JVM, the Python worker
+reading its task and unpickling the job's function), and an idle partition's own work is under a
+millisecond: one task per partition made a broker's 50,000 mostly idle partitions take half an hour.
+So the partitions are dealt into bins, as split cleaning deals its pieces (``split_cleaning``):
+
+* a partition weighs its bytes on disk plus :data:`IDLE_WEIGHT` (what the set-up of any partition costs,
+  in bytes of work), and the partitions, heaviest first, go each into the lightest bin so far: bins of
+  about equal weight, a partition larger than a bin's share alone in its own;
+* there are at least :data:`BINS_PER_CORE` bins a core (the last bins to finish end close together),
+  at most :data:`MAX_BIN_PARTITIONS` partitions and about :data:`MAX_BIN_WEIGHT` a bin (a second or so
+  of work: the progress moves, and what one failed task takes with it stays small);
+* the bin holding the largest partition starts first, and in a bin the largest partition first.
+
+Each bin is a Spark job of one task, submitted in that order from a pool of threads (Spark's FIFO
+scheduler starts jobs in the order they come): when a task fails, even when its Python worker dies,
+only its job fails, and its partitions get a failed row saying so; the other bins go on. The task's
+function travels once, as a broadcast, not inside every task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pyspark.serializers import CloudPickleSerializer
+
+from jobs import progress
+
+IDLE_WEIGHT = 256 * 1024  # bytes of work a partition's set-up weighs, whatever its size (about 1 ms)
+BINS_PER_CORE = 4
+MAX_BIN_PARTITIONS = 1000
+MAX_BIN_WEIGHT = 1024**3
+MAX_THREADS = 256  # bins submitted at once; Spark runs as many tasks at a time as it has cores
+
+
+def plan_bins(sizes: Sequence[int], cores: int) -> list[list[int]]:
+    """The indexes of ``sizes`` (bytes of each partition) dealt into bins, in the order to start them:
+    the bin holding the largest partition first, each bin's partitions largest first."""
+    if not sizes:
+        return []
+    weights = [size + IDLE_WEIGHT for size in sizes]
+    count = max(
+        BINS_PER_CORE * max(cores, 1),
+        math.ceil(len(sizes) / MAX_BIN_PARTITIONS),
+        math.ceil(sum(weights) / MAX_BIN_WEIGHT),
+    )
+    count = min(count, len(sizes))
+    lightest = [(0, b) for b in range(count)]  # (weight so far, bin): a heap
+    bins: list[list[int]] = [[] for _ in range(count)]
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        weight, b = heapq.heappop(lightest)
+        bins[b].append(i)
+        heapq.heappush(lightest, (weight + weights[i], b))
+    return sorted((b for b in bins if b), key=lambda b: (-sizes[b[0]], b[0]))
+
+
+def run_bins(
+    spark, items: Sequence, sizes: Sequence[int], fn: Callable[[Any], Any], failed: Callable[[Any, str], Any],
+    fatal: Callable[[str], Exception | None], *, shown: progress.Progress | None = None, what: str = "job",
+) -> list:  # fmt: skip
+    """``fn`` over ``items`` (each of ``sizes`` bytes) in bins (:func:`plan_bins`); the results in the
+    order of ``items``. A bin whose Spark task failed gives ``failed(item, reason)`` for each of its items,
+    unless ``fatal(message)`` says the failure stops the job (the executors cannot run our code at all):
+    then that exception is raised once the bins already running end. ``shown`` (its labels in the order
+    :func:`launch_order` gives) follows the partitions as their bins finish."""
+    sc = spark.sparkContext
+    bins = plan_bins(sizes, sc.defaultParallelism)
+    command = sc.broadcast((uuid.uuid4().hex, CloudPickleSerializer().dumps(fn)))
+    done = sc.accumulator([], progress.DoneList()) if shown is not None else None
+    position = {i: p for p, i in enumerate(i for b in bins for i in b)}  # where each is in launch order
+    results: list = [None] * len(items)
+
+    def run(number: int, indexes: list[int]) -> None:
+        sc.setJobDescription(f"{what}: bin {number + 1} of {len(bins)}, {len(indexes)} partitions")
+        payload = [(position[i], items[i]) for i in indexes]
+        try:
+            out = sc.parallelize([payload], 1).mapPartitions(_bin_task(command, done)).collect()
+        except Exception as err:  # the bin's task failed, perhaps its worker died: its partitions only
+            stop = fatal(str(err))
+            if stop is not None:
+                raise stop from None
+            reason = (
+                f"the Spark task of this partition's bin ({len(indexes)} partitions) failed: {_gist(err)}"
+            )
+            out = [failed(items[i], reason) for i in indexes]
+            if done is not None:
+                done.add([(position[i], "failed") for i in indexes])
+        for i, result in zip(indexes, out, strict=True):
+            results[i] = result
+
+    watching = shown.watching(sc, done) if shown is not None else contextlib.nullcontext()
+    pool = ThreadPoolExecutor(min(len(bins), MAX_THREADS) or 1, "kafka-log-jobs bin")
+    try:
+        with watching:
+            for future in [pool.submit(run, n, b) for n, b in enumerate(bins)]:
+                future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        command.unpersist()
+    return results
+
+
+def launch_order(sizes: Sequence[int], cores: int) -> list[int]:
+    """The indexes of ``sizes`` in the order their partitions start (what :func:`run_bins` does)."""
+    return [i for b in plan_bins(sizes, cores) for i in b]
+
+
+def _gist(err: Exception) -> str:
+    """The gist of a Spark task failure: the Python error's last line, or Spark's own first line."""
+    text = str(err)
+    python = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith((" ", "\t"))]
+    worker = next((line for line in python if "Python worker exited unexpectedly" in line), None)
+    return worker or (python[-1] if python else type(err).__name__)[:300]
+
+
+def _bin_task(command, done) -> Callable:
+    def task(payloads):
+        fn = _function(command)
+        for payload in payloads:  # one: the bin
+            results, statuses = [], []
+            for pos, item in payload:
+                result = fn(item)
+                results.append(result)
+                statuses.append((pos, _status(result)))
+            if done is not None:
+                done.add(statuses)
+            yield from results
+
+    return task
+
+
+_functions: dict[str, Callable] = {}
+
+
+def _function(command) -> Callable:
+    """The job's function (broadcast with a token of its own), unpickled once per worker process."""
+    token, pickled = command.value
+    fn = _functions.get(token)
+    if fn is None:
+        fn = _functions[token] = CloudPickleSerializer().loads(pickled)
+    return fn
+
+
+def _status(result) -> str:
+    row = getattr(result, "row", result)
+    return str(row.get("status", "done")) if isinstance(row, dict) else "done"

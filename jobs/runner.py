@@ -1,0 +1,213 @@
+"""The driver of every job: the partitions listed, a task function mapped over them on the executors (the
+largest partitions started first, the progress shown), the outcomes back, the driver's last steps, and
+the result rows.
+
+A task function takes a :class:`~kafka_log_core.log.listing.PartitionTask` and gives back a
+:class:`~kafka_log_core.work.outcome.TaskOutcome` (its row, and what the driver does next for that
+partition); the work of one partition is a function of :mod:`kafka_log_core.work`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import re
+import socket
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import click
+
+from jobs import bins, progress
+from jobs.context import list_tasks
+from jobs.output import tell
+from kafka_log_core import storage
+from kafka_log_core.format.filenames import LOG_SUFFIX
+from kafka_log_core.log.listing import Listing, PartitionTask
+from kafka_log_core.rules import recovery
+from kafka_log_core.work.outcome import Status, TaskOutcome
+from kafka_log_core.work.rows import columns
+from kafka_log_core.work.tasks import UNKNOWN_SETTINGS
+
+TaskFn = Callable[[PartitionTask], TaskOutcome]
+
+
+def filthiest_first(row: dict) -> tuple:
+    return (-(row.get("dirty_ratio") or 0.0), row["log_dir"], row["topic"], row["partition"])
+
+
+def by_partition(row: dict) -> tuple:
+    return (row["log_dir"], row["topic"], row["partition"])
+
+
+def run_job(
+    spark, log_dirs: Sequence[str], topic_regex: str | None, fn: TaskFn, row_type: type, *, writing: bool,
+    title: str, listing: Listing | None = None, order: Callable[[dict], tuple] = by_partition,
+    then: Callable[[list[TaskOutcome]], list[TaskOutcome]] | None = None,
+) -> list[dict]:  # fmt: skip
+    """A job's run: list the partitions (unless the command already did, before starting Spark), map
+    ``fn`` over them (:func:`run_tasks`), let ``then`` take the driver's further steps on the outcomes,
+    and make the result rows (:func:`result_rows`)."""
+    if listing is None:
+        listing = list_tasks(log_dirs, topic_regex, writing=writing)
+    outcomes = run_tasks(spark, listing, fn, row_type, writing=writing, title=title)
+    if then is not None:
+        outcomes = then(outcomes)
+    return result_rows(outcomes, listing, row_type, log_dirs, order)
+
+
+def run_tasks(
+    spark, listing: Listing, fn: TaskFn, row_type: type, *, writing: bool, title: str
+) -> list[TaskOutcome]:
+    """``fn`` over the listed partitions, with the listing's notes said first; for a job that writes, every
+    log dir whose partitions this run all recovered is then marked cleanly shut down."""
+    for note in listing.notes:
+        tell(note)
+    outcomes = run_distributed(spark, listing.tasks, fn, row_type, title=title)
+    if writing:
+        for note in recovery.finish_log_dirs(o.recovered for o in outcomes):
+            tell(note)
+    return outcomes
+
+
+def result_rows(
+    outcomes: Sequence[TaskOutcome], listing: Listing, row_type: type, log_dirs: Sequence[str],
+    order: Callable[[dict], tuple] = by_partition,
+) -> list[dict]:  # fmt: skip
+    """The result table: a row per outcome with the log dir as the user wrote it, a failed ``row_type`` row
+    for whatever could not even be listed, sorted by ``order``; one note per topic whose deciding settings
+    are unknown."""
+    given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
+    rows = [dict(o.row, log_dir=given.get(o.task.log_dir, o.task.log_dir)) for o in outcomes]
+    rows += [
+        dataclasses.asdict(
+            row_type(u.log_dir, u.topic, u.partition, status=Status(u.status), reason=u.reason)
+        )
+        for u in listing.failed + listing.skipped
+    ]
+    shown = columns(row_type)
+    rows = [{c: row[c] for c in shown} for row in rows]
+    rows.sort(key=order)
+    said = set()
+    for row in rows:  # one line per topic whose deciding settings are unknown
+        reason = row.get("reason") or ""
+        if (
+            row.get("status") == Status.FAILED
+            and reason.startswith(UNKNOWN_SETTINGS)
+            and row["topic"] not in said
+        ):
+            said.add(row["topic"])
+            tell(f"{row['log_dir']}: {reason}")
+    return rows
+
+
+def partition_bytes(task: PartitionTask) -> int:
+    """Bytes of a partition directory's ``.log`` files as the driver sees them (0 when it cannot be read):
+    what its task reads, to size the Spark tasks and start the largest first. One ``stat`` per segment
+    (the index and checkpoint files are small beside them)."""
+    try:
+        with storage.scandir(os.path.join(task.log_dir, task.tp.dir_name)) as entries:
+            return sum(
+                e.stat(follow_symlinks=False).st_size
+                for e in entries
+                if e.name.endswith(LOG_SUFFIX) and e.is_file(follow_symlinks=False)
+            )
+    except OSError:
+        return 0
+
+
+def run_distributed(
+    spark, tasks: list[PartitionTask], fn: TaskFn, row_type: type | None = None, title: str | None = None
+) -> list[TaskOutcome]:
+    """Map ``fn`` over the tasks in Spark tasks that each run a bin of partitions (:mod:`jobs.bins`: sized
+    by bytes, the largest partitions started first); the outcomes come back in the order of ``tasks``.
+    With a ``title``, the progress is shown as the partitions finish (:mod:`jobs.progress`)."""
+    if not tasks:
+        return []
+    sizes = [partition_bytes(t) for t in tasks]
+    guarded = functools.partial(on_executor, fn=fn, row_type=row_type)
+    shown = None
+    if title is not None:
+        order = bins.launch_order(sizes, spark.sparkContext.defaultParallelism)
+        shown = progress.Progress(title, [tasks[i].tp.dir_name for i in order], [sizes[i] for i in order])
+    failed = functools.partial(failed_outcome, row_type=row_type)
+    return bins.run_bins(
+        spark, tasks, sizes, guarded, failed, environment_failure, shown=shown, what=title or "job"
+    )
+
+
+def failed_outcome(task: PartitionTask, reason: str, row_type: type | None = None) -> TaskOutcome:
+    """A failed result for ``task`` (a row of ``row_type``, when given)."""
+    row = dict(log_dir=task.log_dir, topic=task.topic, partition=task.partition, status=Status.FAILED,
+               reason=reason, duration_ms=0)  # fmt: skip
+    return TaskOutcome(task, row if row_type is None else dataclasses.asdict(row_type(**row)))
+
+
+def environment_failure(message: str) -> click.ClickException | None:
+    """The one line a job stops with when a Spark task failed before our code ran, because of the
+    executors' Python (None for any other failure)."""
+    hint = _environment_hint(message)
+    if hint is None:
+        return None
+    return click.ClickException(
+        f"{hint}: ship the job's environment built from this checkout (`make dist`, then spark-submit "
+        "--archives dist/kafka-log-jobs-env.tar.gz#environment --conf "
+        "spark.pyspark.python=./environment/bin/python; see docs/cluster.md)"
+    )
+
+
+def map_in_order(spark, tasks: Sequence, fn: Callable, shown: progress.Progress | None = None) -> list:
+    """``fn`` over ``tasks`` with one slice (one Spark task) each: Spark launches a stage's tasks in
+    partition order, so ``tasks[0]`` starts first. Results come back in the same order. ``shown`` follows
+    the tasks as they finish."""
+    sc = spark.sparkContext
+    done = sc.accumulator([], progress.DoneList()) if shown is not None else None
+    rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks))
+    watching = shown.watching(sc, done) if shown is not None else contextlib.nullcontext()
+    with watching:
+        try:
+            return rdd.map(functools.partial(_reporting, fn=fn, done=done)).collect()
+        except Exception as err:
+            stop = environment_failure(str(err))
+            if stop is None:
+                raise
+            raise stop from None
+
+
+def _reporting(item: tuple[int, object], fn: Callable, done) -> object:
+    """What a Spark task runs: ``fn`` on its task, then its slice and status added to ``done``."""
+    i, task = item
+    result = fn(task)
+    if done is not None:
+        status = result.row.get("status", "done") if isinstance(result, TaskOutcome) else "done"
+        done.add([(i, str(status))])
+    return result
+
+
+def _environment_hint(message: str) -> str | None:
+    """One line for a Spark task that failed before our code ran, because of the executors' Python."""
+    missing = re.search(r"ModuleNotFoundError: No module named '([^']+)'", message)
+    if missing:
+        return f"the executors' Python cannot import {missing.group(1)!r}"
+    stale = re.search(r"AttributeError: Can't get attribute '([^']+)' on <module '([^']+)'", message)
+    if stale:
+        return (
+            f"the executors' {stale.group(2)} has no {stale.group(1)!r}: they run another version of the jobs"
+        )
+    return None
+
+
+def on_executor(task: PartitionTask, fn: TaskFn, row_type: type | None = None) -> TaskOutcome:
+    """What a Spark task runs: ``fn`` on the partition, or a failed row (of ``row_type``, when given) naming
+    this host and the directory when this executor does not see it (log dirs must be at the same path on
+    every node)."""
+    if storage.is_dir(os.path.join(task.log_dir, task.tp.dir_name)):
+        return fn(task)
+    missing = task.directory if storage.is_dir(task.log_dir) else Path(task.log_dir)
+    reason = (
+        f"{missing}: no such directory on executor host {socket.gethostname()} (the driver listed it: "
+        "every node must see the log dirs at the same path, on a shared filesystem)"
+    )
+    return failed_outcome(task, reason, row_type)

@@ -1,0 +1,134 @@
+"""Every change the jobs make to a partition directory's segment files, in one place -- as Kafka's
+``LocalLog.replaceSegments``, ``LocalLog.deleteSegmentFiles`` and ``LogSegment.changeFileSuffixes``: the
+rules (cleaner, retention, recovery) decide what changes, these carry it out.
+
+Each step is crash-safe: a crash at any instant leaves files that the loader's leftover rules
+(:mod:`kafka_log_core.rules.leftovers`: ``.deleted`` removed, ``.cleaned`` dropped, ``.swap`` completed)
+and a rerun turn into the uninterrupted result. Offline nobody reads the ``.deleted`` files (the job holds
+the partition lock and the broker is stopped), so they go at once: no ``file.delete.delay.ms`` wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from kafka_log_core import fsutil, storage
+from kafka_log_core.format.filenames import (
+    CLEANED_MARKER,
+    DELETED_MARKER,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
+    SNAPSHOT_SUFFIX,
+    SWAP_MARKER,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file,
+)
+from kafka_log_core.log.segment import Segment
+
+
+def mark_deleted(directory: Path, base: int, suffixes: Sequence[str] = SEGMENT_FILE_SUFFIXES) -> list[Path]:
+    """``changeFileSuffixes("", ".deleted")`` for the files of the segment at ``base`` with these suffixes,
+    renamed in this order; a file already gone (absent, or renamed by an earlier attempt) is passed over.
+    Returns the ``.deleted`` paths, for :func:`remove_deleted`."""
+    targets = []
+    for suffix in suffixes:
+        target = segment_file(directory, base, suffix, DELETED_MARKER)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(segment_file(directory, base, suffix), target)
+        targets.append(target)
+    return targets
+
+
+def remove_deleted(directory: Path, paths: Sequence[Path]) -> list[str]:
+    """Delete ``.deleted`` files (those still there) and fsync the directory; the names removed, without
+    the marker."""
+    removed = []
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        removed.append(path.name[: -len(DELETED_MARKER)])
+    if paths:
+        fsutil.fsync_dir(directory)
+    return removed
+
+
+def create_empty_segment(directory: Path, base: int) -> None:
+    """A new empty segment at ``base`` (a roll): empty ``.index`` and ``.timeindex``, then the ``.log`` --
+    last, since an index without its ``.log`` is an orphan the loader removes. Files already there are
+    kept (a rerun after a crash); the directory is fsynced."""
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        path = segment_file(directory, base, suffix)
+        if not storage.exists(path):
+            fsutil.write_bytes_fsync(path, b"")
+    fsutil.fsync_dir(directory)
+
+
+def create_empty_time_index(directory: Path, base: int) -> None:
+    """An empty ``.timeindex`` for the segment at ``base`` where it has none (the loader's rule for a
+    missing one beside an ``.index``)."""
+    path = segment_file(directory, base, TIME_INDEX_SUFFIX)
+    if not storage.exists(path):
+        fsutil.atomic_write_bytes(path, b"")
+
+
+def delete_snapshots(directory: Path, offsets: Sequence[int]) -> None:
+    """Delete the producer snapshots at these offsets (those still there), then fsync the directory."""
+    for offset in offsets:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(segment_file(directory, offset, SNAPSHOT_SUFFIX))
+    fsutil.fsync_dir(directory)
+
+
+def replace_segments(directory: Path, cleaned: Sequence[Path], base: int, old: Sequence[Segment]) -> None:
+    """``LocalLog.replaceSegments`` for one new segment at ``base`` written as ``.cleaned`` files (``.log``
+    first, then its indexes), in place of ``old`` (ascending base offsets): the new files renamed
+    ``.swap``, the old ones (and the producer snapshots at their bases, but at ``base``) ``.deleted``,
+    the swap files given their names, the old files deleted -- with the directory fsynced between the
+    steps (loader rules L2-L6)."""
+    swaps = []
+    for path in cleaned:
+        target = Path(str(path)[: -len(CLEANED_MARKER)] + SWAP_MARKER)
+        os.replace(path, target)
+        swaps.append(target)
+    fsutil.fsync_dir(directory)
+    deleted = []
+    for segment in old:
+        deleted += mark_deleted(directory, segment.base_offset)
+        if segment.base_offset != base:
+            deleted += mark_deleted(directory, segment.base_offset, (SNAPSHOT_SUFFIX,))
+    fsutil.fsync_dir(directory)
+    for swap in swaps:
+        os.replace(swap, Path(str(swap)[: -len(SWAP_MARKER)]))
+    fsutil.fsync_dir(directory)
+    remove_deleted(directory, deleted)
+
+
+def rewrite_segment(
+    directory: Path, base: int, index: bytes, time_index: bytes, txn_index: bytes | None, valid_bytes: int
+) -> None:
+    """A recovered segment in place: its indexes written whole (trimmed, as after a clean shutdown; no
+    ``.txnindex`` when ``txn_index`` is None), then the ``.log`` cut at ``valid_bytes``, its last valid
+    batch."""
+    fsutil.atomic_write_bytes(segment_file(directory, base, INDEX_SUFFIX), index)
+    fsutil.atomic_write_bytes(segment_file(directory, base, TIME_INDEX_SUFFIX), time_index)
+    txn = segment_file(directory, base, TXN_INDEX_SUFFIX)
+    if txn_index is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(txn)
+    elif not storage.exists(txn) or storage.read_regular(txn) != txn_index:
+        fsutil.atomic_write_bytes(txn, txn_index)
+    log = segment_file(directory, base, LOG_SUFFIX)
+    if storage.stat(log).st_size > valid_bytes:
+        fd = os.open(log, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, valid_bytes)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
