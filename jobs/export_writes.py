@@ -118,10 +118,11 @@ def _side_frame(df):
 def write_full(
     spark, group: Group, now: dict[TopicPartition, PartitionNow], marks: dict[str, PartitionMark]
 ) -> None:
-    """The group's tables replaced by what its partitions hold up to the ends in ``now``."""
+    """The group's tables replaced by what its partitions hold up to the ends in ``now`` (the partitions
+    that can be read; the others are left out, each with its failed row)."""
     options = {
         **group.options,
-        "assign": _assign(group.partitions),
+        "assign": _assign(list(now)),
         "endingOffsets": _offsets({tp: n.end for tp, n in now.items()}),
     }
     df = _read(spark, options)
