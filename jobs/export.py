@@ -105,19 +105,25 @@ def list_partitions(options: dict[str, str]) -> list[PartitionTask]:
     return planning.find_partitions(ReadOptions.parse(options))
 
 
-def check_partitions(spark, options: dict[str, str]) -> dict[TopicPartition, ExportRow]:
+def check_partitions(
+    spark, options: dict[str, str]
+) -> tuple[dict[TopicPartition, ExportRow], dict[TopicPartition, str]]:
     """The partitions the export cannot read whole, each with its failed row: planned on the driver,
     then every split read through once on the executors without decoding records (``rows.check_split``:
-    what the write would visit). Nothing raises, so nothing is printed but our one line per failure."""
+    what the write would visit). Nothing raises, so nothing is printed but our one line per failure.
+    Also the notes of the partitions read as the broker's loader would leave them (a crashed log dir)."""
     read = ReadOptions.parse(options)
     planned = planning.plan_partitions(read)
     failed = {}
+    notes = {}
     for source, outcome in planned:
         if isinstance(outcome, PartitionReadError):
             reason = str(outcome.__cause__ or outcome)
             failed[source.tp] = ExportRow(
                 source.log_dir, source.topic, source.partition, Status.FAILED, reason
             )
+        elif outcome.note is not None:
+            notes[source.tp] = outcome.note
     splits = planning.splits_of(planned, read)
     if splits:
         found = spark.sparkContext.parallelize(splits, len(splits)).map(
@@ -127,7 +133,7 @@ def check_partitions(spark, options: dict[str, str]) -> dict[TopicPartition, Exp
             s = split.source
             if reason is not None and s.tp not in failed:
                 failed[s.tp] = ExportRow(s.log_dir, s.topic, s.partition, Status.FAILED, reason)
-    return failed
+    return failed, notes
 
 
 def _check(split: planning.Split, options: ReadOptions) -> str | None:
@@ -143,12 +149,12 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
     spark_udfs.register(spark)
     options = source_options(log_dirs, topic_regex, settings)
     sources = list_partitions(options)
-    failed = check_partitions(spark, options)
+    failed, notes = check_partitions(spark, options)
     for row in failed.values():
         output.tell(f"{row.log_dir}: {row.topic}-{row.partition}: {row.reason}")
     results: dict[TopicPartition, ExportRow] = {}
     for group in _groups(sources, failed, options, settings):
-        results.update(_export_group(spark, group, sources, failed, settings))
+        results.update(_export_group(spark, group, sources, failed, notes, settings))
     rows = [dataclasses.asdict(failed.get(s.tp) or results[s.tp]) for s in sources]
     return sorted(rows, key=runner.by_partition)
 
@@ -199,8 +205,10 @@ def _table(settings: ExportSettings, topic: str | None, *, side: bool) -> Table:
 
 
 def _export_group(
-    spark, group: writes.Group, sources, failed, settings: ExportSettings
+    spark, group: writes.Group, sources, failed, notes: dict[TopicPartition, str], settings: ExportSettings
 ) -> dict[TopicPartition, ExportRow]:
+    """One group's tables written; the exported partitions' rows (``notes``: how the source read a
+    partition, e.g. as the broker's loader would leave a crashed dir, the row's reason)."""
     by_tp = {s.tp: s for s in sources}
     while True:
         todo = [tp for tp in group.partitions if tp not in failed]
@@ -248,7 +256,7 @@ def _export_group(
         name = partition_name(tp.topic, tp.partition)
         step = None if planned.partitions is None else planned.partitions.get(name)
         out[tp] = ExportRow(
-            s.log_dir, s.topic, s.partition, Status.EXPORTED, rows=n, first_offset=first, last_offset=last,
+            s.log_dir, s.topic, s.partition, Status.EXPORTED, notes.get(tp), rows=n, first_offset=first, last_offset=last,
             undecodable=undecodable.get((tp.topic, tp.partition), (0,))[0] if group.side is not None else None,
             read_from=now[tp].log_start if step is None else step.read_from,
             note=planned.why if step is None else (step.step.value + (f": {step.reason}" if step.reason else "")),

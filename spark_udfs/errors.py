@@ -3,10 +3,14 @@ and go on with the others."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import NamedTuple
 
 from kafka_log_core.errors import KafkaLogError
+
+#: Where the source's warnings go (failOnDataLoss=false: what it read around).
+LOG = logging.getLogger("kafka_log.source")
 
 # How the error shows in the text of the Spark exception that carries it (a Python traceback).
 _IN_TEXT = re.compile(

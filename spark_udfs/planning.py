@@ -19,7 +19,6 @@ DataFrame and never change), so nothing one query does can change what another r
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,10 +37,9 @@ from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.log.segment import Segment
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.tools.offsets import offset_for_time
-from spark_udfs.errors import DataLossError, PartitionReadError
+from spark_udfs import loaded
+from spark_udfs.errors import LOG, DataLossError, PartitionReadError
 from spark_udfs.options import EARLIEST, LATEST, Bound, ReadOptions
-
-LOG = logging.getLogger("kafka_log.source")
 
 
 @dataclass(frozen=True)
@@ -129,9 +127,10 @@ def plan(options: ReadOptions) -> list[Split]:
 def plan_partitions(options: ReadOptions) -> list[tuple[PartitionTask, _Planned | PartitionReadError]]:
     """Each selected partition's plan, or why it cannot be planned (a job fails that partition alone)."""
     out: list[tuple[PartitionTask, _Planned | PartitionReadError]] = []
+    clusters = loaded.Clusters(expand_paths(options.paths))
     for source in find_partitions(options):
         try:
-            out.append((source, _plan_partition(options, source)))
+            out.append((source, _plan_partition(options, source, clusters)))
         except (KafkaLogError, OSError) as err:
             if isinstance(err, UsageError):
                 raise
@@ -164,6 +163,7 @@ class _Planned:
     aborted: tuple[tuple[int, int, int], ...] = ()
     whole: bool = False  # one split, however large (the latest view; the segments level)
     describe_files: bool = False  # the segments level: a split even without bytes to read
+    note: str | None = None  # why the read ends where it does, when the loader's recovery decided it
 
     def splits(self, max_bytes: int) -> list[Split]:
         if self.whole:
@@ -173,12 +173,16 @@ class _Planned:
         return _pack(self.source, self.pieces, max_bytes, self.start, self.end, self.aborted)
 
 
-def _plan_partition(options: ReadOptions, source: PartitionTask) -> _Planned:
-    log = PartitionLog.open(source.log_dir, source.tp, source.checkpoints)
-    if options.level == "segments":
-        return _Planned(source, [], log.log_start_offset, log.log_end_offset, whole=True, describe_files=True)
-    if options.level == "batches":
+def _plan_partition(options: ReadOptions, source: PartitionTask, clusters: loaded.Clusters) -> _Planned:
+    if options.level in ("segments", "batches"):  # what is on disk, as it is
+        log = PartitionLog.open(source.log_dir, source.tp, source.checkpoints)
+        if options.level == "segments":
+            return _Planned(
+                source, [], log.log_start_offset, log.log_end_offset, whole=True, describe_files=True
+            )
         return _Planned(source, [(s, 0, s.size) for s in log.segments if s.size], 0, log.log_end_offset)
+    as_loaded = loaded.open_as_loaded(source, options.fail_on_data_loss, clusters)
+    log = as_loaded.log
     log.validate_offsets()
     _check_active_tail(log, options)
     start, end = offset_range(options, log)
@@ -195,7 +199,7 @@ def _plan_partition(options: ReadOptions, source: PartitionTask) -> _Planned:
             for t in log.collect_aborted_transactions(start, end)
         )
     # The latest view reads a partition in one split: it has to see every key.
-    return _Planned(source, pieces, start, end, aborted, whole=options.level == "latest")
+    return _Planned(source, pieces, start, end, aborted, whole=options.level == "latest", note=as_loaded.note)
 
 
 def _check_active_tail(log: PartitionLog, options: ReadOptions) -> None:

@@ -34,9 +34,9 @@ from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.record_batch import BatchHeader
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.rules.valid_data import next_valid_batch
-from spark_udfs.errors import DataLossError
+from spark_udfs.errors import LOG, DataLossError
 from spark_udfs.options import ReadOptions
-from spark_udfs.planning import LOG, Chunk, Split
+from spark_udfs.planning import Chunk, Split
 
 
 # ------------------------------------------------------------------------------------------ the core's readers

@@ -283,6 +283,26 @@ def check_records_count(header: BatchHeader, area_bytes: int, compressed: bool) 
         )
 
 
+def check_no_records(header: BatchHeader, body: bytes | memoryview) -> None:
+    """A batch that declares 0 records holds none: its record area is empty, or (compressed) a stream
+    that decompresses to nothing. Kafka's readers never look at the area of such a batch (and its
+    cleaner drops it); offline those bytes may be the only copy of something, so they are refused, as
+    any bytes left over after a batch's records are. The error is at the batch's position (0)."""
+    if not len(body):
+        return
+    codec = header.compression
+    if codec != compression.NONE:
+        try:
+            if not compression.decompress(codec, body, MAGIC, limit=0):
+                return
+        except CorruptRecordError:
+            pass  # not an empty stream: bytes all the same
+    kind = "" if codec == compression.NONE else f" of {compression.codec_name(codec)} data"
+    raise CorruptRecordError(
+        f"batch at offset {header.base_offset} declares 0 records but holds {len(body)} bytes{kind}", None, 0
+    )
+
+
 def records_area(
     header: BatchHeader, batch: bytes | memoryview, max_batch_bytes: int = compression.MAX_BATCH_BYTES
 ) -> bytes | memoryview:
@@ -290,6 +310,9 @@ def records_area(
     its record count checked against it; a compressed area decompresses to at most
     ``area_limit(records_count, max_batch_bytes)`` bytes. Errors are at the batch's position (0)."""
     body = memoryview(batch)[HEADER_SIZE : header.size_in_bytes]
+    if header.records_count == 0:
+        check_no_records(header, body)
+        return body[:0]
     if header.compression == compression.NONE:
         check_records_count(header, len(body), compressed=False)
         return body

@@ -235,9 +235,9 @@ def _clean_batch(
     control = (h.attributes & CONTROL_MASK) != 0
     if control:
         ctype = NOT_CONTROL
+        if not walked:  # also 0 records over bytes
+            return ERR_RECORD
         if h.count > 0:
-            if not walked:
-                return ERR_RECORD
             ctype = control_type(area, rec, r0)
             if ctype == UNREADABLE_CONTROL:
                 return ERR_CONTROL
@@ -263,7 +263,7 @@ def _clean_batch(
         s.records_read += h.count
         s.bytes_read += h.size
         return CONTINUE
-    if not walked and h.count > 0:
+    if not walked:  # also 0 records over bytes: never dropped as an empty batch
         return ERR_RECORD
     has_horizon = (h.attributes & DELETE_HORIZON_MASK) != 0
     retain_deletes = (not has_horizon) or s.now_ms < h.base_timestamp

@@ -77,9 +77,9 @@ def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, even
         return STOP_TXN
     if h.attributes & CONTROL_MASK:
         ctype = NOT_CONTROL
+        if not walked:  # also 0 records over bytes
+            return ERR_RECORD
         if h.count > 0:
-            if not walked:
-                return ERR_RECORD
             ctype = control_type(area, rec, r0)
             if ctype == UNREADABLE_CONTROL:
                 return ERR_CONTROL
@@ -89,9 +89,9 @@ def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, even
                                     h.last_offset)  # fmt: skip
         if grow:
             return STOP_TXN_TABLE
+        if not discard and not walked:  # also 0 records over bytes
+            return ERR_RECORD
         if not discard and h.count > 0:
-            if not walked:
-                return ERR_RECORD
             s.scanned += h.count
             rows_only = s.rows_only != 0
             for r in range(r0, r0 + h.count):

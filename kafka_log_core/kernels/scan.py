@@ -51,13 +51,13 @@ def record_table(batch: FileBatch, max_batch_bytes: int = compression.MAX_BATCH_
     header = batch.header
     if not isinstance(header, BatchHeader):
         return _legacy_table(batch, max_batch_bytes)
-    if header.records_count == 0:
-        return _empty_table()
     compressed = header.compression != compression.NONE
     try:  # decompressed within the limit, the record count checked against the bytes that hold them
         raw = record_batch.records_area(header, batch.data, max_batch_bytes)
     except CorruptRecordError as err:
         raise err.at(batch.path, batch.position) from err
+    if header.records_count == 0:
+        return _empty_table()
     if compressed:
         area = np.frombuffer(raw, dtype=np.uint8)
         start = 0

@@ -38,6 +38,7 @@ uninterrupted run ends; a second run after a complete one changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import mmap
 import os
@@ -100,6 +101,7 @@ from kafka_log_core.rules.segment_recovery import (
     recover_segment,
 )
 from kafka_log_core.rules.valid_data import NOTHING, ValidData, find_valid_data
+from kafka_log_core.settings.cluster_metadata import ClusterView
 
 UNCLEAN = "unclean shutdown"
 RECOVER_TRUNCATING = "--recover-truncating"  # the option that applies the broker's rule as it is
@@ -214,6 +216,18 @@ class RecoveryPlan:
             f"{self.valid_data_lost.describe()}: it truncates at the first invalid batch{drops} (a follower "
             "fetches them again from the leader; offline nothing restores them); not a crash tail: partition "
             f"not touched; {RECOVER_TRUNCATING} applies the broker's rule"
+        )
+
+    def checkpoints_after(
+        self, ckpt: PartitionCheckpoints, high_watermark: int | None
+    ) -> PartitionCheckpoints:
+        """The partition's checkpoint entries once loaded: the recovery point at the log end offset (after
+        an unclean shutdown), the log start offset only above the first base, the high watermark given."""
+        return dataclasses.replace(
+            ckpt,
+            recovery_point=self.log_end_offset if not self.clean_shutdown else ckpt.recovery_point,
+            log_start_offset=self.log_start_offset if self.log_start_offset > self.segment_bases[0] else None,
+            high_watermark=high_watermark if high_watermark is not None else ckpt.high_watermark,
         )
 
     @property
@@ -649,6 +663,33 @@ def plan_recovery(
     first); RecoveryRefusedError or a CorruptDataError where the broker would fail to load the partition.
     ``cfg`` is the topic's LogConfig (index.interval.bytes, segment.index.bytes)."""
     return _Loader(Path(directory), tp, ckpt, cfg, now_ms, producer_id_expiration_ms).plan()
+
+
+def high_watermark_after(
+    plan: RecoveryPlan, tp: TopicPartition, checkpoint: int | None, cluster: ClusterView | None
+) -> tuple[int | None, str]:
+    """After an unclean shutdown the replication-offset-checkpoint is stale. A partition whose only replica
+    is this broker (``cluster``: the metadata, with the node id of meta.properties) gets its recovered log
+    end offset (what it has once the broker leads it again); elsewhere the checkpoint is kept. Returns
+    (new high watermark or None, a note)."""
+    kept = "none" if checkpoint is None else str(checkpoint)
+    if plan.clean_shutdown:
+        return None, f"high watermark {kept} from replication-offset-checkpoint"
+    if cluster is None:
+        return (
+            None,
+            f"high watermark {kept} from replication-offset-checkpoint kept (no cluster metadata: replicas unknown)",
+        )
+    replicas = cluster.replicas(tp.topic, tp.partition)
+    if cluster.node_id is not None and replicas == (cluster.node_id,):
+        return plan.log_end_offset, (
+            f"high watermark {kept} -> {plan.log_end_offset}, the recovered log end offset (broker "
+            f"{cluster.node_id} is the only replica: leading the partition again, it sets the HW there)"
+        )
+    return None, (
+        f"high watermark {kept} from replication-offset-checkpoint kept (replicas {list(replicas or ())}: "
+        "the leader's high watermark is not known offline)"
+    )
 
 
 # ============================================================================================ applying

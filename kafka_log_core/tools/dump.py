@@ -444,10 +444,7 @@ def record_line(batch: FileBatch, record: Record | legacy_records.LegacyRecord, 
 
 
 def _records(batch: FileBatch, max_batch_bytes: int) -> list[Record] | list[legacy_records.LegacyRecord]:
-    h = batch.header
-    if isinstance(h, BatchHeader) and h.records_count == 0:
-        return []  # Kafka does not look at the record area of an empty batch
-    try:
+    try:  # a batch of 0 records holding bytes is refused (Kafka never looks at its record area)
         return batch.records(max_batch_bytes)
     except CorruptDataError as err:
         if err.position is None:  # inside a compressed area: name the batch

@@ -214,12 +214,7 @@ def load(
         truncated_records=plan.records_truncated,
     )
     hw, hw_note = recovered_high_watermark(task, cs, plan)
-    after = dataclasses.replace(
-        ckpt,
-        recovery_point=plan.log_end_offset if not plan.clean_shutdown else ckpt.recovery_point,
-        log_start_offset=plan.log_start_offset if plan.log_start_offset > plan.segment_bases[0] else None,
-        high_watermark=hw if hw is not None else ckpt.high_watermark,
-    )
+    after = plan.checkpoints_after(ckpt, hw)
     if not opts.recover:
         if plan.changes_segment_files:
             raise RefusedError(
@@ -258,29 +253,8 @@ def _broker_holds(log_dir: str) -> bool:
 def recovered_high_watermark(
     task: PartitionTask, cs: ConfigSet, plan: recovery.RecoveryPlan
 ) -> tuple[int | None, str]:
-    """After an unclean shutdown the replication-offset-checkpoint is stale. A partition whose only replica
-    is this broker gets its log end offset (what it has once the broker leads it again); elsewhere the
-    checkpoint is kept. Returns (new high watermark or None, a note)."""
-    ckpt = task.checkpoints.high_watermark
-    kept = "none" if ckpt is None else str(ckpt)
-    if plan.clean_shutdown:
-        return None, f"high watermark {kept} from replication-offset-checkpoint"
-    cluster = cs.cluster
-    if cluster is None:
-        return (
-            None,
-            f"high watermark {kept} from replication-offset-checkpoint kept (no cluster metadata: replicas unknown)",
-        )
-    replicas = cluster.replicas(task.topic, task.partition)
-    if cluster.node_id is not None and replicas == (cluster.node_id,):
-        return plan.log_end_offset, (
-            f"high watermark {kept} -> {plan.log_end_offset}, the recovered log end offset (broker "
-            f"{cluster.node_id} is the only replica: leading the partition again, it sets the HW there)"
-        )
-    return None, (
-        f"high watermark {kept} from replication-offset-checkpoint kept (replicas {list(replicas or ())}: "
-        "the leader's high watermark is not known offline)"
-    )
+    """(new high watermark or None, a note): :func:`recovery.high_watermark_after`."""
+    return recovery.high_watermark_after(plan, task.tp, task.checkpoints.high_watermark, cs.cluster)
 
 
 def check_inside(log_dir: Path, path: Path) -> None:

@@ -140,6 +140,31 @@ def test_a_batch_of_one_large_record_reads_within_a_limit_that_holds_it(codec):
         batch.records(max_batch_bytes=len(area) - 1)
 
 
+# ---------------------------------------------------------------------------------------------- 0 records
+# Kafka's readers never look at the record area of a batch that declares 0 records, and its cleaner drops
+# such a batch; offline its bytes may be the only copy of something, so they are refused like any bytes
+# left over after a batch's records.
+@pytest.mark.parametrize("codec", [0, *CODECS], ids=["none", *IDS])
+def test_a_batch_declaring_no_records_over_bytes_is_refused_at_its_position(codec):
+    area = record_area([b"v"])
+    body = with_library(codec, area) if codec else area
+    data = b"\x00" * 100 + raw_batch(0, 0, body, codec)
+    (batch,) = log_file.iter_batches(data, "orders-0/00000000000000000000.log", start=100)
+    with pytest.raises(
+        CorruptRecordError,
+        match=rf"\.log at position 100: batch at offset 0 declares 0 records but holds {len(body)} bytes",
+    ):
+        batch.records()
+
+
+@pytest.mark.parametrize("codec", [0, *CODECS], ids=["none", *IDS])
+def test_a_batch_declaring_no_records_over_nothing_or_an_empty_stream_reads_as_empty(codec):
+    bodies = [b""] + ([with_library(codec, b"")] if codec else [])
+    for body in bodies:
+        (batch,) = log_file.iter_batches(raw_batch(0, 0, body, codec))
+        assert batch.records() == []
+
+
 # ---------------------------------------------------------------------------------------------- the option
 def _large_batch_log(log_dir, codec: int) -> tuple[object, int]:
     """A partition whose first batch (key "k", a 100 KB value) is superseded by the next one."""
@@ -178,3 +203,54 @@ def test_dump_reads_a_batch_within_its_max_decompressed_batch_bytes_and_refuses_
     )
     assert refused.exit_code == 1
     assert f"{log} at position 0: batch at offset 0: zstd data decompresses to more than" in refused.stderr
+
+
+# ---------------------------------------------------------------------------------------------- 0 records, jobs
+def _no_records_over_bytes_log(log_dir, codec: int) -> tuple[object, int, int]:
+    """A partition whose first segment holds, at some position, a batch of offset 1 that declares 0 records
+    but holds a record (CRC valid); a second segment and an active one. Returns (dir, position, bytes)."""
+    area = record_area([b"v"])
+    body = with_library(codec, area) if codec else area
+    first = batch(0, [("k", "old")])
+    directory = make_log(log_dir, "zero", 0, {0: [first, raw_batch(1, 0, body, codec), batch(2, [("k", "new")])],
+                                              3: [batch(3, [("k", "newer")])], 4: [batch(4, [("x", "1")])]},
+                         clean_shutdown=True)  # fmt: skip
+    return directory, len(first), len(body)
+
+
+@pytest.mark.parametrize("first_dirty", [None, 3], ids=["in-the-map-pass", "in-the-clean-pass-only"])
+@pytest.mark.parametrize("codec", [0, GZIP, LZ4, ZSTD], ids=["none", "gzip", "lz4", "zstd"])
+def test_compact_refuses_a_batch_declaring_no_records_over_bytes_and_changes_nothing(
+    tmp_path, codec, first_dirty
+):
+    from kafka_log_core.format import checkpoints
+
+    directory, position, held = _no_records_over_bytes_log(tmp_path, codec)
+    if first_dirty is not None:
+        checkpoints.write_offset_checkpoint(
+            tmp_path / "cleaner-offset-checkpoint", {TopicPartition("zero", 0): first_dirty}
+        )
+    configs = load_config(None, [], [], ["cleanup.policy=compact", "min.cleanable.dirty.ratio=0.01"])
+    task = PartitionTask(
+        str(tmp_path), "zero", 0, LogDirState.read(tmp_path).for_partition(TopicPartition("zero", 0))
+    )
+    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+    row = compact_partition(task, configs, JobOptions(now_ms=TS + 60_000))
+    assert row["status"] == "failed", row
+    assert (
+        f"00000000000000000000.log at position {position}: batch at offset 1 declares 0 records but holds "
+        f"{held} bytes" in row["reason"]
+    ), row["reason"]
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
+
+
+def test_dump_deep_iteration_refuses_a_batch_declaring_no_records_over_bytes(tmp_path):
+    directory, position, held = _no_records_over_bytes_log(tmp_path, ZSTD)
+    log = directory / "00000000000000000000.log"
+    shallow = invoke(dump, "--files", log)
+    assert shallow.exit_code == 0 and "count: 0" in shallow.output, shallow.output
+    refused = invoke(dump, "--files", log, "--deep-iteration")
+    assert refused.exit_code == 1
+    assert f"{log} at position {position}: batch at offset 1 declares 0 records but holds {held} bytes" in (
+        refused.stderr
+    )

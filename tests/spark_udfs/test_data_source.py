@@ -21,7 +21,7 @@ import spark_udfs
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition
 from spark_udfs.schemas import BATCHES, SEGMENTS, records_schema
-from tests.logbuild import TS, write_segment
+from tests.logbuild import TS, mark_clean_shutdown, write_segment
 
 pytestmark = pytest.mark.spark
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -190,6 +190,9 @@ def _kafka_python_dir(log_dir) -> list[Rec]:
         + [kp_batch(18, SAMPLE[:2], codec=1)],  # the format upgraded mid-log
     }
     written += _write(log_dir, "kp", 1, legacy)
+    mark_clean_shutdown(
+        log_dir
+    )  # read as written: no .txnindex for its ABORT marker, as a loader would rebuild
     return written
 
 
@@ -290,6 +293,7 @@ def _payments_dir(log_dir) -> list[Rec]:
                 for base in (0, 30)
             }  # fmt: skip
             written += _write(log_dir, topic, partition, segments, interval=1)
+    mark_clean_shutdown(log_dir)  # read as written, its dense indexes included (no loader's rebuild)
     return written
 
 

@@ -104,13 +104,14 @@ def _index_positions(path) -> list[int]:
 
 
 def _big_log(log_dir):
-    """orders-0: two segments of 40 batches x 4 records, an index entry at every batch but the first."""
+    """orders-0: two segments of 40 batches x 4 records, an index entry at every batch but the first. A
+    cleanly shut down log dir: the files are read as written (not as a loader's recovery rebuilds them)."""
     segments = {}
     for base in (0, 160):
         segments[base] = [
             batch(base + 4 * b, [(f"k{b % 7}", "v" * 50)] * 4, ts=TS + base + b) for b in range(40)
         ]
-    make_log(log_dir, "orders", 0, segments, interval=1)
+    make_log(log_dir, "orders", 0, segments, interval=1, clean_shutdown=True)
     make_log(log_dir, "orders", 1, {0: [batch(0, [("a", "1")]), marker(1, True, 5)]})
 
 

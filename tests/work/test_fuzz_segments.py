@@ -355,7 +355,6 @@ def test_compacting_a_damaged_partition_refuses_or_keeps_what_a_consumer_reads(w
     fuzz_once(tmp_path_factory, data, FRAMING)
 
 
-@pytest.mark.xfail(strict=True, reason="owner: i26-codecs")
 @settings(**_SETTINGS, phases=[Phase.explicit, Phase.generate])  # an expected failure is not shrunk
 @given(data=st.data())
 def test_compacting_a_partition_with_a_count_lie_or_a_bomb_refuses_within_its_memory(
