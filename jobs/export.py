@@ -167,7 +167,7 @@ def _groups(sources, failed, options: dict[str, str], settings: ExportSettings) 
         "options": sorted(settings.options), "schemas": settings.schemas != registry_topic.NONE,
     }  # fmt: skip
     if settings.schemas == registry_topic.NONE:
-        table = _table(settings, None, side=False)
+        table = table_of(settings, None, side=False)
         tps = tuple(s.tp for s in sources)
         return (
             [writes.Group(table, None, tps, options, base_settings, partition_by=("topic",))] if tps else []
@@ -183,7 +183,7 @@ def _groups(sources, failed, options: dict[str, str], settings: ExportSettings) 
         topic_options = {**options, "schemas": settings.schemas, "schemasTopic": settings.schemas_topic}
         groups.append(
             writes.Group(
-                _table(settings, topic, side=False), _table(settings, topic, side=True),
+                table_of(settings, topic, side=False), table_of(settings, topic, side=True),
                 tuple(s.tp for s in sources if s.topic == topic), topic_options, {**base_settings, "schema_ids": ids},
                 key_decoded=decoders.key is not None, value_decoded=decoders.value is not None,
             )
@@ -191,7 +191,9 @@ def _groups(sources, failed, options: dict[str, str], settings: ExportSettings) 
     return groups
 
 
-def _table(settings: ExportSettings, topic: str | None, *, side: bool) -> Table:
+def table_of(settings: ExportSettings, topic: str | None, *, side: bool) -> Table:
+    """The table a topic goes to (``topic`` None: the one table of a bytes export), or its side table of
+    undecodable records (``side``)."""
     if settings.fmt == tables.ICEBERG:
         if topic is None:
             return Table(

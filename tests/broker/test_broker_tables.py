@@ -202,10 +202,12 @@ def _export(spark, log_dir: Path, settings: export.ExportSettings) -> list[dict]
 
 
 def _tables(spark, settings: export.ExportSettings) -> dict[str, tuple[dict, set]]:
+    """Each topic's table and side table as Spark SQL reads them (an Iceberg catalog table, or
+    delta.`path`): key -> the typed value, and the keys of the undecodable records."""
     out = {}
     for topic in TOPICS:
-        main = export._table(settings, topic, side=False).read(spark)
-        side = export._table(settings, topic, side=True).read(spark)
+        main = spark.sql(f"SELECT key, value FROM {export.table_of(settings, topic, side=False).sql}")
+        side = spark.sql(f"SELECT key, reason FROM {export.table_of(settings, topic, side=True).sql}")
         out[topic] = (
             {r["key"]: r["value"].asDict() for r in main.collect()},
             {r["key"] for r in side.collect()},

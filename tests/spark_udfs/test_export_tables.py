@@ -113,7 +113,7 @@ def test_an_incremental_export_equals_a_full_one(spark, tmp_path, fmt):
         )
 
     def tables(s: export.ExportSettings):
-        main, side = export._table(s, "orders", side=False), export._table(s, "orders", side=True)
+        main, side = export.table_of(s, "orders", side=False), export.table_of(s, "orders", side=True)
         rows = sorted(tuple(r) for r in main.read(spark).drop("timestamp").collect())
         return rows, sorted(tuple(r) for r in side.read(spark).drop("timestamp").collect())
 
