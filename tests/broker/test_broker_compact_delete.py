@@ -7,8 +7,10 @@ the log-start-offset rule, and on ``compact,delete`` logs the size and time rule
 release (4.4.0, and 3.9.1 from before the cleaner moved to Java):
 
 1. A broker with its cleaner off gets a ``compact,delete`` topic (``retention.ms`` one day, a low
-   ``min.cleanable.dirty.ratio``, small segments): keyed updates stamped three days ago over several
-   segments, then keyed updates of other keys stamped an hour ago, then one record stamped now. It is
+   ``min.cleanable.dirty.ratio``, small segments): keyed records stamped three days ago over several
+   segments, each key twice in a row (cleaning halves those segments but empties none: an emptied
+   segment is dated by its file's mtime, recent here, and would stop time retention at it, in the
+   broker as in ours), then updates of 50 other keys stamped an hour ago, then one record stamped now. It is
    stopped cleanly; its log dir is copied twice.
 2. A broker with its cleaner on starts on one copy: it cleans the partition up to the active segment and
    its cleaner thread then deletes the segments past ``retention.ms`` (the log start offset moves). It is
@@ -56,9 +58,9 @@ TOPIC_CONFIG = {"cleanup.policy": "compact,delete", "retention.ms": DAY, "min.cl
 SEGMENTS = {"4.4.0": {"internal.segment.bytes": 4096}, "3.9.1": {"segment.bytes": 16384}}
 
 
-def _records(keys: str, count: int, distinct: int, at: int) -> list[SentRecord]:
+def _records(keys: str, count: int, key_of, at: int) -> list[SentRecord]:
     return [
-        SentRecord(f"{keys}-{i % distinct:03d}".encode(), f"{keys}{i}:".encode() * 6, (), at + i, 0)
+        SentRecord(f"{keys}-{key_of(i):04d}".encode(), f"{keys}{i}:".encode() * 6, (), at + i, 0)
         for i in range(count)
     ]
 
@@ -80,8 +82,10 @@ def outcome(request, tmp_path_factory, pytestconfig):
         boot = source.bootstrap
         create_topic(boot, TOPIC, 1, {**TOPIC_CONFIG, **SEGMENTS[release]})
         now = int(time.time() * 1000)
-        out["old"] = produce(boot, TOPIC, _records("old", 1200, 50, now - 3 * DAY))
-        produce(boot, TOPIC, _records("new", 1200, 50, now - HOUR))
+        # each old key twice in a row: cleaning halves the old segments, never empties one (an emptied
+        # segment is dated by its file's mtime, recent here, and would stop time retention there)
+        produce(boot, TOPIC, _records("old", 1200, lambda i: i // 2, now - 3 * DAY))
+        produce(boot, TOPIC, _records("new", 1200, lambda i: i % 50, now - HOUR))
         produce(boot, TOPIC, [SentRecord(b"last", b"now", (), now, 0)])
         timings["produce"] = time.monotonic() - t
         source.stop()
@@ -115,7 +119,9 @@ def outcome(request, tmp_path_factory, pytestconfig):
         timings["our compact"] = time.monotonic() - t
         timings["total"] = time.monotonic() - started
         yield out
-        report_timings(pytestconfig, f"compact,delete on {release}", timings)
+        report_timings(
+            pytestconfig, f"compact,delete on {release} (log start offset {out['earliest']})", timings
+        )
 
 
 def _row(outcome) -> dict:
@@ -123,8 +129,7 @@ def _row(outcome) -> dict:
 
 
 def test_the_broker_cleaned_and_then_deleted_by_time(outcome):
-    first_new = min(d.offset for d in outcome["old"]) + len(outcome["old"])
-    assert 0 < outcome["earliest"] <= first_new, outcome["earliest"]  # old segments gone by retention.ms
+    assert outcome["earliest"] > 0  # old segments gone by retention.ms (with what cleaning left in them)
     kept = log_files(outcome["kafka"] / PARTITION)
     same_range = [
         p for p in segment_files(outcome["source"] / PARTITION) if int(p.name[:20]) >= outcome["earliest"]
