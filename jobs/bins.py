@@ -13,10 +13,11 @@ So the partitions are dealt into bins, as split cleaning deals its pieces (``spl
   of work: the progress moves, and what one failed task takes with it stays small);
 * the bin holding the largest partition starts first, and in a bin the largest partition first.
 
-Each bin is a Spark job of one task, submitted in that order from a pool of threads (Spark's FIFO
-scheduler starts jobs in the order they come): when a task fails, even when its Python worker dies,
-only its job fails, and its partitions get a failed row saying so; the other bins go on. The task's
-function travels once, as a broadcast, not inside every task.
+Each bin is a Spark job of one task, taken in that order by as many threads as Spark has cores, each
+submitting its next bin as soon as its last one ends: the bins start in that order (two that start at
+the same instant may swap), and when a task fails, even when its Python worker dies, only its job
+fails, and its partitions get a failed row saying so; the other bins go on. The task's function
+travels once, as a broadcast, not inside every task.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ IDLE_WEIGHT = 256 * 1024  # bytes of work a partition's set-up weighs, whatever 
 BINS_PER_CORE = 4
 MAX_BIN_PARTITIONS = 1000
 MAX_BIN_WEIGHT = 1024**3
-MAX_THREADS = 256  # bins submitted at once; Spark runs as many tasks at a time as it has cores
+MAX_THREADS = 256  # bins running at once: one a core (Spark's default parallelism), at most this many
 
 
 def plan_bins(sizes: Sequence[int], cores: int) -> list[list[int]]:
@@ -64,11 +65,13 @@ def plan_bins(sizes: Sequence[int], cores: int) -> list[list[int]]:
 def run_bins(
     spark, items: Sequence, sizes: Sequence[int], fn: Callable[[Any], Any], failed: Callable[[Any, str], Any],
     fatal: Callable[[str], Exception | None], *, shown: progress.Progress | None = None, what: str = "job",
+    keep: Callable[[Any], Any] | None = None,
 ) -> list:  # fmt: skip
     """``fn`` over ``items`` (each of ``sizes`` bytes) in bins (:func:`plan_bins`); the results in the
-    order of ``items``. A bin whose Spark task failed gives ``failed(item, reason)`` for each of its items,
-    unless ``fatal(message)`` says the failure stops the job (the executors cannot run our code at all):
-    then that exception is raised once the bins already running end. ``shown`` (its labels in the order
+    order of ``items``, each as ``keep`` makes it when its bin comes back (the driver keeps them small). A
+    bin whose Spark task failed gives ``failed(item, reason)`` for each of its items, unless
+    ``fatal(message)`` says the failure stops the job (the executors cannot run our code at all): then that
+    exception is raised once the bins already running end. ``shown`` (its labels in the order
     :func:`launch_order` gives) follows the partitions as their bins finish."""
     sc = spark.sparkContext
     bins = plan_bins(sizes, sc.defaultParallelism)
@@ -93,10 +96,12 @@ def run_bins(
             if done is not None:
                 done.add([(position[i], "failed") for i in indexes])
         for i, result in zip(indexes, out, strict=True):
-            results[i] = result
+            results[i] = result if keep is None else keep(result)
 
     watching = shown.watching(sc, done) if shown is not None else contextlib.nullcontext()
-    pool = ThreadPoolExecutor(min(len(bins), MAX_THREADS) or 1, "kafka-log-jobs bin")
+    pool = ThreadPoolExecutor(
+        max(1, min(len(bins), sc.defaultParallelism, MAX_THREADS)), "kafka-log-jobs bin"
+    )
     try:
         with watching:
             for future in [pool.submit(run, n, b) for n, b in enumerate(bins)]:

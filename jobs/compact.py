@@ -85,12 +85,13 @@ def parse_rounds(ctx, param, value) -> int:
 @options.max_batch_bytes_option
 def command(job: JobContext, dry_run: bool, rounds: int, split_above: int, max_batch_bytes: int) -> None:
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
-    listing = job.listing(writing=not dry_run)  # mistakes said before Spark starts
+    spark_started = job.start_spark("compact")  # Spark's core, while the job lists and reads settings
+    listing = job.listing(writing=not dry_run)  # mistakes said at once
     configs = job.configs()
     opts = job.options(
         dry_run=dry_run, rounds=rounds, split_above=split_above, max_batch_bytes=max_batch_bytes
     )
-    spark = job.spark("compact")
+    spark = spark_started()
     rows = run(spark, job.log_dirs, job.topic_regex, configs, opts, listing)
     job.output.emit(rows, SCHEMA, "compaction plan (dry run)" if dry_run else "compaction", dry_run=dry_run)
     sys.exit(output.exit_status(rows))

@@ -1,7 +1,8 @@
 """One context per command (pyiceberg's CLI: ``ctx.obj``), built once from the shared options
 (:mod:`jobs.options`): the log dirs and topics, where the settings come from, the time and rules of the
 run, where the result goes, and the Spark master. A job is then its own decisions, not a copy of the
-prologue: list (mistakes said before Spark starts), load the settings, make the options, start Spark.
+prologue: start Spark in the background, list (mistakes said without waiting for Spark), load the
+settings, make the options, take Spark.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
 from jobs.output import Output, tell
-from jobs.spark import spark_session
+from jobs.spark import SparkCore, spark_session, start_spark
 from kafka_log_core.errors import KafkaLogError, ReadOnlyLogDirError, UsageError
 from kafka_log_core.log.listing import Listing, list_log_dirs
 from kafka_log_core.settings.config import ConfigSet
@@ -119,3 +121,7 @@ class JobContext:
 
     def spark(self, app: str, conf: dict[str, str] | None = None):
         return spark_session(self.master, f"kafka-log-jobs {app}", conf, verbose=self.verbose)
+
+    def start_spark(self, app: str) -> Callable[[], SparkCore]:
+        """Spark's core (no SQL session) started now, in the background; call the result to wait for it."""
+        return start_spark(self.master, f"kafka-log-jobs {app}", verbose=self.verbose)

@@ -7,12 +7,11 @@ The table's columns and types come from the job's row dataclass (:mod:`kafka_log
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from pyspark.sql.types import (
 )
 
 from jobs import progress
+from jobs.row_store import write_json
 from kafka_log_core.work.outcome import Status
 from kafka_log_core.work.rows import INT32, columns
 
@@ -68,11 +68,11 @@ def arrow_schema(schema: StructType):
     return pa.schema([pa.field(f.name, types[f.dataType.typeName()], f.nullable) for f in schema.fields])
 
 
-def write_parquet(rows: list[dict], schema: StructType, path: str) -> None:
+def write_parquet(rows: Sequence[Mapping], schema: StructType, path: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(schema)), path)
+    pq.write_table(pa.Table.from_pylist([dict(r) for r in rows], schema=arrow_schema(schema)), path)
 
 
 def tell(line: str) -> None:
@@ -83,7 +83,7 @@ def tell(line: str) -> None:
         click.echo(line, err=True)
 
 
-def exit_status(rows: list[dict]) -> int:
+def exit_status(rows: Sequence[Mapping]) -> int:
     """1 when a partition failed, else 0."""
     return 1 if any(r.get("status") == Status.FAILED for r in rows) else 0
 
@@ -99,30 +99,30 @@ class Output:
         """The format on standard output: ``fmt`` or ``--output``, else table on a terminal, else json."""
         return fmt or self.fmt or ("table" if sys.stdout.isatty() else "json")
 
-    def emit(self, rows: list[dict], schema: StructType, title: str, *, dry_run: bool = False) -> None:
-        """Print the result table (stdout: only the JSON array with json; the closing summary of a run whose
-        recovery truncated records then goes to stderr) and write ``--report-path``."""
+    def emit(self, rows: Sequence[Mapping], schema: StructType, title: str, *, dry_run: bool = False) -> None:
+        """Print the result table (stdout: only the JSON array with json, written a row at a time; the
+        closing summary of a run whose recovery truncated records then goes to stderr) and write
+        ``--report-path``."""
         shown = [f.name for f in schema.fields]
-        full = [{c: r.get(c) for c in shown} for r in rows]
+        full = _Shown(rows, shown)
         if self.resolved() == "json":
-            sys.stdout.write(json.dumps(full, default=str) + "\n")
+            write_json(full, sys.stdout, default=str)
             truncated = truncation_summary(full, dry_run)
             if truncated:
                 tell(truncated)
         else:
-            click.echo(format_table(full, shown, title, dry_run=dry_run))
+            click.echo(format_table(list(full), shown, title, dry_run=dry_run))
         self.write_report(full, schema)
 
-    def write_report(self, rows: list[dict], schema: StructType) -> None:
+    def write_report(self, rows: Sequence[Mapping], schema: StructType) -> None:
         """The result table at ``--report-path``: Parquet for a ``.parquet`` name, else JSON."""
         if not self.report_path:
             return
         if self.report_path.endswith(".parquet"):
             write_parquet(rows, schema, self.report_path)
         else:
-            Path(self.report_path).write_text(
-                json.dumps(rows, default=str, indent=1) + "\n", encoding="utf-8"
-            )
+            with open(self.report_path, "w", encoding="utf-8") as f:
+                write_json(rows, f, default=str, indent=1)
 
     def write(self, text: str, out: str | None = None) -> None:
         """``text`` to the file ``out``, or to standard output."""
@@ -132,7 +132,22 @@ class Output:
             sys.stdout.write(text)
 
 
-def truncation_summary(rows: list[dict], dry_run: bool) -> str:
+class _Shown(Sequence):
+    """``rows`` seen through the ``columns`` shown (each row a dict made when it is read)."""
+
+    def __init__(self, rows: Sequence[Mapping], columns: Sequence[str]) -> None:
+        self.rows, self.columns = rows, columns
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return {c: self.rows[i].get(c) for c in self.columns}
+
+
+def truncation_summary(rows: Sequence[Mapping], dry_run: bool) -> str:
     """What recovery truncated over the run ("" when nothing): every run that truncated records says so."""
     hit = [r for r in rows if (r.get("truncated_bytes") or 0) > 0]
     if not hit:

@@ -3,18 +3,18 @@
 spark-submit jobs/report.py --log-dir /data/kafka-logs [--format table|json|csv|parquet|html] [--out PATH]
 kafka-log-jobs report --log-dir /data/kafka-logs [options]
 
-Rows come from ``kafka_log_core.work.report.report_partition``, one Spark task per partition directory,
+Rows come from ``kafka_log_core.work.report.report_partition``, partitions sharing Spark tasks in bins,
 sorted filthiest (highest dirty ratio) first. JSON on standard output is the bare array of rows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
-import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from jobs import html_report, options, output, runner
 from jobs.context import JobContext
 from jobs.html_report import human_bytes
 from jobs.output import row_schema, wrap_cell, write_parquet
+from jobs.row_store import write_json
 from kafka_log_core.work.outcome import Status
 from kafka_log_core.work.report import report_task
 from kafka_log_core.work.rows import ReportRow
@@ -45,8 +46,10 @@ def run(
 
 
 # ------------------------------------------------------------------------------------------ output
-def to_json(rows: list[dict]) -> str:
-    return json.dumps(rows) + "\n"
+def to_json(rows: Sequence[Mapping]) -> str:
+    out = io.StringIO()
+    write_json(rows, out)
+    return out.getvalue()
 
 
 def to_csv(rows: list[dict]) -> str:
@@ -200,10 +203,11 @@ def command(job: JobContext, fmt: str | None, out: str | None, no_duplicate_shar
     fmt = fmt or job.output.fmt or format_of(out) or job.output.resolved()
     if fmt == "parquet" and not out:
         raise click.UsageError("--format parquet needs --out PATH")
-    listing = job.listing(writing=False)  # mistakes said before Spark starts
+    spark_started = job.start_spark("report")  # Spark's core, while the job lists and reads settings
+    listing = job.listing(writing=False)  # mistakes said at once
     configs = job.configs()
     opts = job.options(dry_run=True)
-    spark = job.spark("report")
+    spark = spark_started()
     rows = run(
         spark,
         job.log_dirs,
@@ -215,6 +219,9 @@ def command(job: JobContext, fmt: str | None, out: str | None, no_duplicate_shar
     )
     if fmt == "parquet":
         write_parquet(rows, SCHEMA, out)
+    elif fmt == "json":  # a row at a time: 50,000 rows are not held as one string
+        with open(out, "w", encoding="utf-8") if out else contextlib.nullcontext(sys.stdout) as f:
+            write_json(rows, f)
     else:
         job.output.write(render(rows, fmt, opts.now_ms, "kafka-log-jobs report (dry run)"), out)
     job.output.write_report(rows, SCHEMA)

@@ -60,12 +60,13 @@ def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]
 )
 def command(job: JobContext, dry_run: bool, force: bool, log_start_offsets: tuple[str, ...]) -> None:
     """Delete segments by retention.ms, retention.bytes and the log start offset, as the broker does."""
-    listing = job.listing(writing=not dry_run)  # mistakes said before Spark starts
+    spark_started = job.start_spark("retain")  # Spark's core, while the job lists and reads settings
+    listing = job.listing(writing=not dry_run)  # mistakes said at once
     configs = job.configs()
     opts = job.options(
         dry_run=dry_run, force=force, log_start_offsets=parse_log_start_offsets(log_start_offsets)
     )
-    spark = job.spark("retain")
+    spark = spark_started()
     rows = run(spark, job.log_dirs, job.topic_regex, configs, opts, listing)
     job.output.emit(rows, SCHEMA, "retention plan (dry run)" if dry_run else "retention", dry_run=dry_run)
     sys.exit(output.exit_status(rows))

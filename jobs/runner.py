@@ -15,14 +15,16 @@ import functools
 import os
 import re
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
 from jobs import bins, progress
 from jobs.context import list_tasks
 from jobs.output import tell
+from jobs.row_store import RowStore, StoredRow
 from kafka_log_core import storage
 from kafka_log_core.format.filenames import LOG_SUFFIX
 from kafka_log_core.log.listing import Listing, PartitionTask
@@ -34,38 +36,48 @@ from kafka_log_core.work.tasks import UNKNOWN_SETTINGS
 TaskFn = Callable[[PartitionTask], TaskOutcome]
 
 
-def filthiest_first(row: dict) -> tuple:
+def filthiest_first(row: Mapping) -> tuple:
     return (-(row.get("dirty_ratio") or 0.0), row["log_dir"], row["topic"], row["partition"])
 
 
-def by_partition(row: dict) -> tuple:
+def by_partition(row: Mapping) -> tuple:
     return (row["log_dir"], row["topic"], row["partition"])
 
 
 def run_job(
     spark, log_dirs: Sequence[str], topic_regex: str | None, fn: TaskFn, row_type: type, *, writing: bool,
-    title: str, listing: Listing | None = None, order: Callable[[dict], tuple] = by_partition,
+    title: str, listing: Listing | None = None, order: Callable[[Mapping], tuple] = by_partition,
     then: Callable[[list[TaskOutcome]], list[TaskOutcome]] | None = None,
-) -> list[dict]:  # fmt: skip
+) -> list[Mapping[str, Any]]:  # fmt: skip
     """A job's run: list the partitions (unless the command already did, before starting Spark), map
     ``fn`` over them (:func:`run_tasks`), let ``then`` take the driver's further steps on the outcomes,
-    and make the result rows (:func:`result_rows`)."""
+    and make the result rows (:func:`result_rows`). The rows are kept small as they come back
+    (:mod:`jobs.row_store`: read-only mappings of the table's columns, with the log dir as the user wrote
+    it)."""
     if listing is None:
         listing = list_tasks(log_dirs, topic_regex, writing=writing)
-    outcomes = run_tasks(spark, listing, fn, row_type, writing=writing, title=title)
+    store = RowStore(columns(row_type))
+    given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
+
+    def keep(outcome: TaskOutcome) -> TaskOutcome:
+        log_dir = given.get(outcome.task.log_dir, outcome.task.log_dir)
+        return dataclasses.replace(outcome, row=store.keep(outcome.row, log_dir=log_dir))
+
+    outcomes = run_tasks(spark, listing, fn, row_type, writing=writing, title=title, keep=keep)
     if then is not None:
-        outcomes = then(outcomes)
-    return result_rows(outcomes, listing, row_type, log_dirs, order)
+        outcomes = [keep(o) if not isinstance(o.row, StoredRow) else o for o in then(outcomes)]
+    return result_rows(outcomes, listing, row_type, store, order)
 
 
 def run_tasks(
-    spark, listing: Listing, fn: TaskFn, row_type: type, *, writing: bool, title: str
-) -> list[TaskOutcome]:
+    spark, listing: Listing, fn: TaskFn, row_type: type, *, writing: bool, title: str,
+    keep: Callable[[TaskOutcome], TaskOutcome] | None = None,
+) -> list[TaskOutcome]:  # fmt: skip
     """``fn`` over the listed partitions, with the listing's notes said first; for a job that writes, every
     log dir whose partitions this run all recovered is then marked cleanly shut down."""
     for note in listing.notes:
         tell(note)
-    outcomes = run_distributed(spark, listing.tasks, fn, row_type, title=title)
+    outcomes = run_distributed(spark, listing.tasks, fn, row_type, title=title, keep=keep)
     if writing:
         for note in recovery.finish_log_dirs(o.recovered for o in outcomes):
             tell(note)
@@ -73,22 +85,21 @@ def run_tasks(
 
 
 def result_rows(
-    outcomes: Sequence[TaskOutcome], listing: Listing, row_type: type, log_dirs: Sequence[str],
-    order: Callable[[dict], tuple] = by_partition,
-) -> list[dict]:  # fmt: skip
-    """The result table: a row per outcome with the log dir as the user wrote it, a failed ``row_type`` row
-    for whatever could not even be listed, sorted by ``order``; one note per topic whose deciding settings
-    are unknown."""
-    given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
-    rows = [dict(o.row, log_dir=given.get(o.task.log_dir, o.task.log_dir)) for o in outcomes]
+    outcomes: Sequence[TaskOutcome], listing: Listing, row_type: type, store: RowStore,
+    order: Callable[[Mapping], tuple] = by_partition,
+) -> list[Mapping[str, Any]]:  # fmt: skip
+    """The result table: a row per outcome (kept in ``store``), a failed ``row_type`` row for whatever
+    could not even be listed, sorted by ``order``; one note per topic whose deciding settings are
+    unknown."""
+    rows: list[Mapping[str, Any]] = [o.row for o in outcomes]
     rows += [
-        dataclasses.asdict(
-            row_type(u.log_dir, u.topic, u.partition, status=Status(u.status), reason=u.reason)
+        store.keep(
+            dataclasses.asdict(
+                row_type(u.log_dir, u.topic, u.partition, status=Status(u.status), reason=u.reason)
+            )
         )
         for u in listing.failed + listing.skipped
     ]
-    shown = columns(row_type)
-    rows = [{c: row[c] for c in shown} for row in rows]
     rows.sort(key=order)
     said = set()
     for row in rows:  # one line per topic whose deciding settings are unknown
@@ -119,8 +130,9 @@ def partition_bytes(task: PartitionTask) -> int:
 
 
 def run_distributed(
-    spark, tasks: list[PartitionTask], fn: TaskFn, row_type: type | None = None, title: str | None = None
-) -> list[TaskOutcome]:
+    spark, tasks: list[PartitionTask], fn: TaskFn, row_type: type | None = None, title: str | None = None,
+    keep: Callable[[TaskOutcome], TaskOutcome] | None = None,
+) -> list[TaskOutcome]:  # fmt: skip
     """Map ``fn`` over the tasks in Spark tasks that each run a bin of partitions (:mod:`jobs.bins`: sized
     by bytes, the largest partitions started first); the outcomes come back in the order of ``tasks``.
     With a ``title``, the progress is shown as the partitions finish (:mod:`jobs.progress`)."""
@@ -134,7 +146,7 @@ def run_distributed(
         shown = progress.Progress(title, [tasks[i].tp.dir_name for i in order], [sizes[i] for i in order])
     failed = functools.partial(failed_outcome, row_type=row_type)
     return bins.run_bins(
-        spark, tasks, sizes, guarded, failed, environment_failure, shown=shown, what=title or "job"
+        spark, tasks, sizes, guarded, failed, environment_failure, shown=shown, what=title or "job", keep=keep
     )
 
 

@@ -1,4 +1,5 @@
-"""The job's SparkSession: which Python the executors run, and what Spark itself prints."""
+"""The job's Spark (a SparkSession, or only Spark's core): which Python the executors run, and what Spark
+itself prints."""
 
 from __future__ import annotations
 
@@ -7,18 +8,55 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")  # Spark's log: errors only (see the file)
 
 
+@dataclass(frozen=True)
+class SparkCore:
+    """Spark without a SQL session: all that compact, retain and report use (RDD jobs, broadcasts and
+    accumulators). Its one attribute has SparkSession's name, so the jobs take either; a SparkSession's
+    own start-up (the SQL engine and its catalog) costs seconds more."""
+
+    sparkContext: Any
+
+
+def start_spark(master: str | None, app: str, *, verbose: bool = False) -> Callable[[], SparkCore]:
+    """:func:`spark_session` without SQL, started in the background while the command lists partitions
+    and reads its settings (the JVM takes seconds to start); the function returned waits for it. A usage
+    error found meanwhile still ends the command at once: the JVM exits when this process does (Spark's
+    gateway ends when its standard input closes)."""
+    result: list = []
+
+    def start() -> None:
+        try:
+            result.append(spark_session(master, app, verbose=verbose, sql=False))
+        except BaseException as err:  # raised again by the caller, in its own thread
+            result.append(err)
+
+    thread = threading.Thread(target=start, name="spark start-up", daemon=True)
+    thread.start()
+
+    def wait() -> SparkCore:
+        thread.join()
+        if isinstance(result[0], BaseException):
+            raise result[0]
+        return result[0]
+
+    return wait
+
+
 def spark_session(
-    master: str | None, app: str, conf: dict[str, str] | None = None, *, verbose: bool = False
+    master: str | None, app: str, conf: dict[str, str] | None = None, *, verbose: bool = False, sql: bool = True
 ):  # fmt: skip
-    """The job's SparkSession (``conf``: settings only a new session can take, e.g. packages to load).
-    Which Python the executors run:
+    """The job's SparkSession (``conf``: settings only a new session can take, e.g. packages to load), or
+    with ``sql=False`` only Spark's core (:class:`SparkCore`). Which Python the executors run:
 
     * under spark-submit, whatever the submitter configured (``spark.pyspark.python``, which Spark passes
       on as ``PYSPARK_PYTHON``, the ``PYSPARK_PYTHON`` variable, an ``--archives`` environment), else
@@ -56,13 +94,15 @@ def spark_session(
         threading.Thread(
             target=_forward_jvm_stderr, args=(gateway.proc.stderr,), name="spark stderr", daemon=True
         ).start()
-        SparkContext(conf=spark_conf, gateway=gateway)
-        session = SparkSession.builder.getOrCreate()
-    else:
+        sc = SparkContext(conf=spark_conf, gateway=gateway)
+        session = SparkSession.builder.getOrCreate() if sql else SparkCore(sc)
+    elif sql:
         builder = SparkSession.builder
         for key, value in options.items():
             builder = builder.config(key, value)
         session = builder.getOrCreate()
+    else:
+        session = SparkCore(SparkContext.getOrCreate(SparkConf().setAll(list(options.items()))))
     session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     if not is_local_master(session.sparkContext.master or "") and "PYSPARK_PYTHON" not in os.environ:
         click.echo(

@@ -3,6 +3,7 @@
 * The core (``kafka_log_core``) never imports ``jobs``, ``spark_udfs``, ``pyspark`` or the simulator.
 * Inside the core, a layer imports only its own layer and the layers below it (the order is written in
   ``kafka_log_core/__init__.py``).
+* ``spark_udfs`` (the data source) never imports ``jobs``: the jobs sit on top of it.
 * No job imports the simulator; ``jobs/package.py`` alone may, inside ``warm_up``, which runs at build
   time (``make dist``) to compile the kernels in the packed environment on a sample log dir.
 * No module imports a private (``_name``) from another module.
@@ -127,6 +128,16 @@ def test_no_job_imports_the_simulator_at_run_time(name, path):
         if target.startswith(SIMULATOR) and (name, function) not in SIMULATOR_AT_BUILD_TIME
     ]
     assert problems == [], f"{name}: " + "; ".join(problems)
+
+
+SOURCE_MODULES = modules("spark_udfs")
+
+
+@pytest.mark.parametrize("name,path", SOURCE_MODULES, ids=[name for name, _ in SOURCE_MODULES])
+def test_the_data_source_never_imports_the_jobs(name, path):
+    """``spark_udfs`` sits under ``jobs``: the jobs use the ``kafka-log`` source, never the other way."""
+    upward = [module for module, _, _ in imports(path, name) if module.split(".")[0] in ("jobs", "bench")]
+    assert upward == [], f"{name} imports {', '.join(upward)}"
 
 
 ALL_MODULES = CORE_MODULES + JOB_MODULES

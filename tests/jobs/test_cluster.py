@@ -276,19 +276,17 @@ def test_the_largest_partitions_start_first_and_rows_keep_the_listing_order(spar
     assert [t.partition for t in listing.tasks] == list(range(7))
 
     def started(task):
-        from pyspark import TaskContext
-
         with open(journal, "a") as f:
-            f.write(f"{task.partition} {TaskContext.get().partitionId()}\n")
+            f.write(f"{task.partition}\n")
         time.sleep(1.0)  # the first two tasks overlap: both have written before a third can start
         return {"topic": task.topic, "partition": task.partition}
 
     rows = runner.run_distributed(spark, listing.tasks, started)
     assert [r["partition"] for r in rows] == list(range(7))
-    slices = dict(tuple(map(int, line.split())) for line in journal.read_text().splitlines())
-    assert [p for p, _ in sorted(slices.items(), key=lambda kv: kv[1])] == by_size
-    first_two = [int(line.split()[0]) for line in journal.read_text().splitlines()[:2]]
-    assert sorted(first_two) == [3, 5]  # local[2]: the two largest took the two cores
+    starts = [int(line) for line in journal.read_text().splitlines()]
+    assert sorted(starts[:2]) == [3, 5]  # local[2]: the two largest took the two cores
+    for i, partition in enumerate(by_size):  # two starting at the same instant may swap, no more
+        assert all(starts.index(partition) < starts.index(later) for later in by_size[i + 2 :])
 
 
 def test_an_executor_that_cannot_see_a_directory_gives_a_failed_row_with_host_and_path(spark, tmp_path):

@@ -216,6 +216,21 @@ def _huge_setting_topic_file(root: Path) -> list[str]:
     return ["retain", "--log-dir", str(root / "logs"), "--conf-dir", str(conf), "--now-ms", str(NOW)]
 
 
+def _fifo_checkpoint_offsets(root: Path) -> list[str]:
+    healthy(log_dir(root) / "orders-0")
+    (root / "logs" / "replication-offset-checkpoint").unlink()
+    fifo(root / "logs" / "replication-offset-checkpoint")
+    return _offsets(root, "--time", "-1")
+
+
+def _meta_properties_offsets(text: str) -> Callable[[Path], list[str]]:
+    def build(root: Path) -> list[str]:
+        healthy(log_dir(root, meta=text) / "orders-0")
+        return _offsets(root, "--time", "-1")
+
+    return build
+
+
 SOLO = {
     "dump: a FIFO named like a .log": Solo(_fifo_log_dump, 1, rf"{SEG0}\.log.*not a regular file \(a FIFO\)"),
     "dump: a FIFO named like a .index": Solo(
@@ -255,6 +270,19 @@ SOLO = {
     "dump: a batch header claiming 2^31-1 records": Solo(
         _count_lie_dump, 1, rf"{SEG0}\.log at position 0: .*claims 2147483647 records"
     ),
+    "offsets: a FIFO named like a log-dir checkpoint": Solo(
+        _fifo_checkpoint_offsets, 1, r"replication-offset-checkpoint: not a regular file \(a FIFO\)"
+    ),
+    "offsets: meta.properties version=99": Solo(
+        _meta_properties_offsets(f"version=99\nnode.id=1\ncluster.id={CLUSTER_ID}\n"),
+        1,
+        r"meta\.properties: version: expected 0 or 1, found '99'",
+    ),  # fmt: skip
+    "offsets: meta.properties node.id=abc": Solo(
+        _meta_properties_offsets(f"version=1\nnode.id=abc\ncluster.id={CLUSTER_ID}\n"),
+        1,
+        r"meta\.properties: node\.id: expected an int32, found 'abc'",
+    ),  # fmt: skip
     "retain --set retention.ms=<5000 digits>": Solo(_huge_setting_flag, 2, r"retention\.ms.*long"),
     "retain: retention.ms=<5000 digits> in a topic file": Solo(
         _huge_setting_topic_file, 2, r"retention\.ms.*orders\.properties.*long"

@@ -278,17 +278,7 @@ def test_report_path_writes_parquet_with_the_result_schema(spark, tmp_path):
     logs = tmp_path / "logs"
     _compacted_log(logs, partitions=1)
     out = tmp_path / "result.parquet"
-    args = [
-        "--log-dir",
-        str(logs),
-        "--set",
-        "cleanup.policy=compact",
-        "--now-ms",
-        str(NOW),
-        "--output",
-        "json",
-    ]
-    result = invoke(compact.command, *args, "--report-path", str(out))
+    result = invoke(compact.command, *_json_args(logs), "--report-path", str(out))
     assert result.exit_code == 0, result.output
     table = pq.read_table(out)
     assert table.column_names == compact.COLUMNS

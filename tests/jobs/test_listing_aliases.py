@@ -1,5 +1,6 @@
 """The jobs' listing works on each partition directory once, whatever names it has (issue #24 point 2): a
-log dir given twice under two names, a partition directory reached from two log dirs."""
+log dir given twice under two names, a partition directory reached from two log dirs; and it refuses a log
+dir the broker would take offline, alone (point 5)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,16 @@ def test_a_partition_directory_reached_from_a_second_log_dir_is_skipped_there(tm
     ]
     (row,) = listing.skipped
     assert row.status == "skipped" and row.log_dir == str(second) and "an alias" in row.reason
+
+
+def test_a_log_dir_whose_meta_properties_the_broker_cannot_read_fails_its_partitions_and_not_the_others(
+    tmp_path,
+):
+    bad = _log_dir(tmp_path / "bad", "orders-0")
+    (bad / "meta.properties").write_text("version=99\nnode.id=1\ncluster.id=J8qXyFz5T2uY8Vq5dA7bWw\n")
+    good = _log_dir(tmp_path / "good", "orders-1")
+    listing = context.list_tasks([str(bad), str(good)], None, writing=False)
+    assert [(t.topic, t.partition) for t in listing.tasks] == [("orders", 1)]
+    (row,) = listing.failed
+    assert row.partition == 0 and "the broker would take this log dir offline" in row.reason
+    assert "meta.properties: version: expected 0 or 1, found '99'" in row.reason

@@ -18,7 +18,7 @@ from kafka_log_core.format import compression
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
 from kafka_log_core.settings.kafka_version import KafkaVersion
 from tests.logbuild import batch
-from tests.rules.test_cleaner import (
+from tests.rules.cleaner_harness import (
     COMPACT,
     clean,
     data_records,

@@ -5,7 +5,7 @@ scan against the readable reader; producer-state replay against the per-batch re
 
 Expected survivors are worked out from the spec's rules in each test (for the larger logs, by a
 last-offset-per-key model written here); every cleaned directory is re-read with kafka-python and its
-indexes recomputed (``check_dir`` of test_cleaner).
+indexes recomputed (``check_dir`` of ``cleaner_harness``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from kafka_log_core.rules import cleaner, cleaner_segments, producer_state
 from kafka_log_core.settings.config import BrokerConfig
 from tests.format.test_decompression_limits import CODECS, IDS, LIMIT, raw_batch, record_area, with_library
 from tests.logbuild import TS, batch, marker
-from tests.rules.test_cleaner import (
+from tests.rules.cleaner_harness import (
     BROKER,
     COMPACT,
     FORGET_PRODUCERS,
@@ -432,7 +432,7 @@ def test_large_batches_grow_the_chunk(tmp_path):
 
 
 def test_legacy_entries_between_v2_batches(tmp_path):
-    from tests.rules.test_cleaner import legacy
+    from tests.rules.cleaner_harness import legacy
 
     layout(tmp_path, {0: [legacy(0, "a", "1"), legacy(1, "b", "1"), single(2, "a", "2"), legacy(3, "b", "2", magic=0)],
                       4: []})  # fmt: skip

@@ -1,0 +1,219 @@
+"""`kafka-log-jobs dump` against Kafka's own DumpLogSegments (tests/kafka_harness.py), run on the same files
+-- built here, or written by a real broker -- and compared line by line.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import struct
+from pathlib import Path
+
+import pytest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+from kafka_log_core.format import log_file, offset_index, record_batch, time_index
+from kafka_log_core.format.legacy_records import LegacyRecord, encode_message, encode_wrapper
+from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, encode_producer_snapshot
+from kafka_log_core.format.record_batch import Header, Record
+from kafka_log_core.log.index_builder import IndexBuilder
+from tests.tools.dump_harness import (
+    E1,
+    E5,
+    E8,
+    E9_ONE,
+    TS,
+    control_batch,
+    run_dump,
+    segment_name,
+    write,
+)
+
+
+# ---------------------------------------------------------------------------------------------- real Kafka
+def _kafka_dump():
+    harness = pytest.importorskip("tests.kafka_harness", reason="tests/kafka_harness.py is not there")
+    if not hasattr(harness, "run_dump_log_segments"):
+        pytest.skip("tests/kafka_harness.py has no run_dump_log_segments")
+    return harness
+
+
+_LOG4J_LINE = re.compile(r"^(TRACE|DEBUG|INFO|WARN|ERROR) .*\([\w.$]+\)$")
+
+
+def _compare_with_kafka(harness, files: list[Path], args: list[str]) -> None:
+    """Kafka's stdout must equal ours line for line. On stderr, ignore only Kafka's log4j lines and our
+    "error:" lines (Kafka has none on these inputs; we add one for a partial last batch, Kafka exits 0)."""
+    kafka = harness.run_dump_log_segments(files, *args)
+    assert kafka.returncode == 0, kafka.stderr[-3000:]
+    ours = run_dump("--files", ",".join(map(str, files)), *args)
+    assert ours.stdout.splitlines() == kafka.stdout.splitlines()
+    kafka_err = [line for line in kafka.stderr.splitlines() if not _LOG4J_LINE.match(line)]
+    assert [line for line in ours.stderr.splitlines() if not line.startswith("error: ")] == kafka_err
+
+
+def build_zoo(root: Path) -> list[Path]:
+    """Segment files of every kind, including the batches and index mistakes Kafka's tool reports on."""
+    rng = random.Random(4)
+    v2 = root / "zoo-0"
+    batches = [
+        record_batch.build_batch(
+            100,
+            [
+                Record(100, TS, b"k", b"v"),
+                Record(101, TS + 5, b"b", None, (Header("h", b"x"), Header("h2", None))),
+            ],
+            partition_leader_epoch=3,
+            producer_id=7,
+            producer_epoch=1,
+            base_sequence=2**31 - 2,
+        ),  # fmt: skip
+    ]
+    for codec in (1, 2, 3, 4):
+        base = 100 + 2 * codec
+        payloads = [bytes(rng.randrange(256) for _ in range(12)) for _ in range(2)]  # random, rarely UTF-8
+        batches.append(
+            record_batch.build_batch(
+                base,
+                [
+                    Record(base, TS, None, "héllo".encode()),
+                    Record(base + 1, TS + 1, payloads[0], payloads[1]),
+                ],
+                codec=codec,
+            )  # fmt: skip
+        )
+    batches += [
+        record_batch.build_control_batch(
+            110, 1, producer_id=7, producer_epoch=1, coordinator_epoch=5, timestamp=TS
+        ),
+        record_batch.build_control_batch(
+            111, 0, producer_id=8, producer_epoch=0, coordinator_epoch=-1, timestamp=TS
+        ),
+        (112).to_bytes(8, "big") + E5[8:],  # E5 moved to offset 112 (the base offset is outside the CRC)
+        record_batch.build_batch(117, [Record(117, TS, b"a", b"1")], delete_horizon_ms=TS + 100),
+        record_batch.build_batch(
+            118, [Record(118, TS, b"a", b"1")], timestamp_type=record_batch.LOG_APPEND_TIME
+        ),
+        control_batch(119, 3, b"\x00\x00" + struct.pack(">q", TS) + b"\x00"),
+        control_batch(120, 9, b"zz"),
+    ]
+    bad_crc = bytearray(record_batch.build_batch(121, [Record(121, TS, b"k", b"value")]))
+    bad_crc[-3] ^= 1
+    batches.append(bytes(bad_crc))
+    data = b"".join(batches)
+    log = write(v2, segment_name(100, ".log"), data + data[:25])  # plus a partial batch
+    builder = IndexBuilder(100, index_interval_bytes=100)
+    for batch in log_file.iter_batches(data):
+        builder.append(batch.position, batch.last_offset, batch.max_timestamp)
+    offsets, times = builder.finish()
+    offset_index.write_offset_index(log.with_suffix(".index"), 100, list(offsets))
+    time_index.write_time_index(log.with_suffix(".timeindex"), 100, list(times))
+
+    legacy = root / "legacy-0"
+    entries = [encode_message(0, 0, b"k", b"v"), encode_message(1, 1, None, b"v1", TS)]
+    for magic in (0, 1):
+        for codec in (1, 2, 3):
+            kb = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+            for i in range(3):
+                kb.append(i, timestamp=TS + i if magic else None, key=b"a" if i else None, value=b"x%d" % i)
+            entry = bytearray(kb.build())
+            entry[0:8] = (4 if magic else 2).to_bytes(8, "big")
+            entries.append(bytes(entry))
+    inner = [LegacyRecord(10, 1, 0, TS, 0, b"q", b"w"), LegacyRecord(11, 1, 0, TS + 3, 0, b"q", b"w")]
+    entries.append(encode_wrapper(inner, 1, 1, wrapper_timestamp=TS + 50, log_append_time=True))
+    write(legacy, segment_name(0, ".log"), b"".join(entries))
+
+    files = [log, log.with_suffix(".index"), log.with_suffix(".timeindex"), legacy / segment_name(0, ".log")]
+    # Several partitions with index mistakes, so that the end-of-run reports of several files are ordered.
+    for n in range(14):  # 14: the reports' tables grow past 16 buckets
+        part = root / f"wrong-{n}"
+        segment = [
+            record_batch.build_batch(0, [Record(0, TS + 10, b"k", b"v" * 60)]),
+            record_batch.build_batch(1, [Record(1, TS + 30, b"k", b"v"), Record(2, TS + 20, b"k", b"v")]),
+            record_batch.build_batch(3, [], last_offset_delta=1, max_timestamp=TS + 40),
+        ]
+        pos = [0, len(segment[0]), len(segment[0]) + len(segment[1])]
+        wrong_log = write(part, segment_name(0, ".log"), b"".join(segment))
+        index = wrong_log.with_suffix(".index")
+        index.write_bytes(struct.pack(">iiii", 1, pos[1], 3, pos[2]))
+        times = wrong_log.with_suffix(".timeindex")
+        times.write_bytes(struct.pack(">qiqiqi", TS + 20, 2, TS + 40, 4, TS + 40, 3))
+        files += [wrong_log, index, times]
+    snapshot_entries = [
+        ProducerSnapshotEntry(5, 3, 0, 1200, 2, TS, 7, 1100),
+        ProducerSnapshotEntry(6, 0, -1, -1, 0, TS + 1, -1, -1),
+    ]
+    files.append(write(v2, segment_name(122, ".snapshot"), encode_producer_snapshot(snapshot_entries)))
+    files.append(write(v2, segment_name(205, ".snapshot"), E9_ONE))
+    files.append(write(v2, segment_name(150, ".txnindex"), E8 + E8[:10]))
+    kraft = [
+        control_batch(0, 3, b"\x00\x00" + struct.pack(">q", TS) + b"\x00"),
+        control_batch(1, 4, b"\x00\x00\x00"),
+    ]
+    files.append(
+        write(root / "__cluster_metadata-0", "00000000000000000002-0000000001.checkpoint", b"".join(kraft))
+    )
+    files.append(write(v2, "leader-epoch-checkpoint", b"0\n1\n3 100\n"))
+    files.append(write(v2, segment_name(0, ".log.deleted"), E1))
+    return files
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--deep-iteration"],
+        ["--print-data-log"],
+        ["--print-data-log", "--skip-record-metadata"],
+        ["--verify-index-only"],
+        ["--index-sanity-check"],
+        ["--max-bytes", "700"],
+    ],
+    ids=lambda args: " ".join(args) or "shallow",
+)
+def test_matches_kafkas_dump_log_segments_on_built_files(kafka_jars, tmp_path, args):
+    harness = _kafka_dump()
+    _compare_with_kafka(harness, build_zoo(tmp_path), args)
+
+
+@pytest.mark.broker
+def test_matches_kafkas_dump_log_segments_on_a_partition_written_by_a_broker(kafka_broker):
+    harness = _kafka_dump()
+    broker = kafka_broker()
+    topic = "dump"
+    harness.create_topic(broker.bootstrap, topic, 1, harness.SMALL_SEGMENT_CONFIG)
+    rng = random.Random(11)
+
+    def records(tag: str, n: int) -> list:
+        return [
+            harness.SentRecord(
+                None if i % 5 == 4 else f"{tag}-{i % 7}".encode(),
+                None if i % 6 == 5 else rng.randbytes(rng.randint(5, 60)),
+                (("h", b"1"), ("n", None)) if i % 3 == 0 else (),
+                TS + i,
+                partition=0,
+            )
+            for i in range(n)
+        ]
+
+    for codec in harness.COMPRESSION_CODECS:
+        harness.produce(broker.bootstrap, topic, records(codec, 40), compression=codec)
+    harness.produce(broker.bootstrap, topic, records("idem", 30), compression="lz4", idempotent=True)
+    harness.produce_transactions(
+        broker.bootstrap,
+        topic,
+        [
+            harness.Transaction(records("c", 20), commit=True),
+            harness.Transaction(records("a", 20), commit=False),
+        ],
+        transactional_id="dump-txn",
+        compression="zstd",
+    )
+    assert broker.stop() in harness.CLEAN_EXIT_CODES
+    partition = broker.log_dir / f"{topic}-0"
+    suffixes = (".log", ".index", ".timeindex", ".snapshot", ".txnindex")
+    files = sorted(p for p in partition.iterdir() if p.suffix in suffixes)
+    assert {p.suffix for p in files} >= {".log", ".index", ".timeindex", ".snapshot", ".txnindex"}, files
+    for args in (["--print-data-log"], ["--verify-index-only"], ["--index-sanity-check"]):
+        _compare_with_kafka(harness, files, args)
