@@ -10,6 +10,7 @@ dry run's view of the partition before the run. The real brokers' cleaner thread
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from kafka_log_core.format.filenames import TopicPartition
@@ -27,6 +28,7 @@ from kafka_log_core.work.tasks import (
 )
 from tests.logbuild import TS, read_records
 from tests.rules.test_split_cleaning import TINY_MAP, assert_same_dirs, build, twin
+from tests.work.test_crash_safety import _crash_child
 
 DAY = 86_400_000
 TOPIC = "orders"
@@ -42,12 +44,12 @@ BOTH = [
 ]
 
 
-def _old_then_new(log_dir: Path) -> Path:
+def _old_then_new(log_dir: Path, batches: int = 40) -> Path:
     """Keyed updates stamped three days before NOW over several segments, then updates of other keys
     stamped at NOW, then one record: the active segment."""
     with PartitionWriter(log_dir / f"{TOPIC}-0", segment_bytes=2000, index_interval_bytes=256) as w:
         for keys, at in ((b"old", TS), (b"new", TS + 3 * DAY)):
-            for b in range(40):
+            for b in range(batches):
                 recs = [
                     Record(0, at + b, keys + b"%02d" % ((b * 3 + i) % 25), b"v%d" % b * 8) for i in range(3)
                 ]
@@ -185,3 +187,32 @@ def test_a_multi_round_row_describes_the_run_before_and_after(tmp_path):
     tombstones = sum(r[2] is None for r in before) - sum(r[2] is None for r in after)
     assert row["tombstones_removed"] == tombstones
     assert row["bytes_after"] == sum(p.stat().st_size for p in (ours / f"{TOPIC}-0").glob("*.log"))
+
+
+def test_a_run_killed_at_every_file_operation_then_rerun_loses_nothing_the_uninterrupted_run_keeps(tmp_path):
+    """Cleaning, then the cleaner thread's retention: killed before any file operation of either (a
+    forked child that dies with os._exit), a second run keeps every record the uninterrupted run keeps
+    and leaves no leftover. It can keep more: killed amid the round's swaps, the rerun's round groups the
+    segments already cleaned anew (as a broker's cleaner does after a crash), and a group holding newer
+    records then holds time retention back for old ones (a later run deletes them)."""
+    reference = _old_then_new(tmp_path / "reference", batches=16)
+    assert _compact(reference, BOTH)["segments_deleted"] > 0
+    expected = read_records(reference / f"{TOPIC}-0")
+    tried = crash_at = same = 0
+    while True:
+        d = _old_then_new(tmp_path / f"crash{crash_at}", batches=16)
+        if _crash_child(d, crash_at, lambda log_dir: _compact(log_dir, BOTH)) == -1:
+            break  # the run finished before reaching this operation: every point tried
+        tried += 1
+        row = _compact(d, BOTH)
+        assert row["status"] in ("cleaned", "deleted", "skipped"), row
+        records = read_records(d / f"{TOPIC}-0")
+        extra = sorted(set(records) - set(expected))
+        assert set(expected) <= set(records), f"crash before file operation {crash_at}"
+        assert all(key.startswith(b"old") for _, key, _ in extra), (crash_at, extra)
+        same += not extra
+        assert not [p for p in (d / f"{TOPIC}-0").iterdir() if p.suffix in (".deleted", ".swap", ".cleaned")]
+        shutil.rmtree(d)
+        crash_at += 1
+    assert tried > 10
+    print(f"crash points: {tried}, the same records as uninterrupted after {same}")
