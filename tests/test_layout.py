@@ -25,6 +25,7 @@ LAYERS = {
     "kernels": 2,
     "log": 3,
     "settings": 3,
+    "registry": 3,
     "rules": 4,
     "tools": 5,
     "work": 5,

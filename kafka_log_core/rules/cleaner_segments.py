@@ -46,6 +46,7 @@ from kafka_log_core.kernels import (
     fields,
     header_scan,
     map_pass,
+    native_codecs,
     offset_map,
     scan,
     statuses,
@@ -305,17 +306,20 @@ class Run:
         self.bounds = np.ascontiguousarray(np.array([starts, ends], dtype=np.int64).reshape(2, -1).T)
 
 
-def new_karea(size: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The buffer the kernels decompress lz4 batches into: writable, and the same memory read-only (the
-    type every record source has in the kernels). One chunk's worth; made larger on STOP_AREA_ROOM."""
+def new_karea(size: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The buffer the kernels decompress lz4 and zstd batches into: writable, and the same memory
+    read-only (the type every record source has in the kernels), with the codec entry points they call
+    (``native_codecs.codecs``). One chunk's worth; made larger on STOP_AREA_ROOM."""
     writable = np.empty(max(size, KAREA_BYTES), dtype=np.uint8)
-    return writable, fields.as_bytes(writable.view())
+    return writable, fields.as_bytes(writable.view()), native_codecs.codecs()
 
 
 KAREA_BYTES = 8 * 1024 * 1024
 
 
-def larger_karea(karea: tuple[np.ndarray, np.ndarray], max_batch_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+def larger_karea(
+    karea: tuple[np.ndarray, np.ndarray, np.ndarray], max_batch_bytes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Room for one more lz4 batch: twice as much, never more than one batch may take (its limit and a
     block)."""
     return new_karea(min(2 * karea[0].shape[0], max_batch_bytes) + codec_kernels.LZ4_MAX_BLOCK)

@@ -376,6 +376,13 @@ def _overlapping_segments_partition(ld: Path) -> None:
     segment(d, 4, [kafka_python_batch(4, records(4, 2), ts=TS)])
 
 
+def _last_offset_delta_lie_partition(ld: Path) -> None:
+    """A sealed batch of 4 records whose lastOffsetDelta says 1 (offsets 0..1), CRC correct."""
+    area = kafka_python_batch(0, records(0, 4), ts=TS)[61:]
+    segment(ld / "deltalie-0", 0, [raw_batch(0, 1, 4, area, ts=TS)])
+    segment(ld / "deltalie-0", 4, [kafka_python_batch(4, records(4, 2), ts=TS)])  # the active segment
+
+
 def _symlink_alias(ld: Path) -> None:
     os.symlink("good-0", ld / "x-0")
 
@@ -427,6 +434,13 @@ HOSTILE_RUN = {
         "failed",
         rf"overseg-0/{SEG0}\.log.*next segment",
         ("overseg-0",),
+    ),  # fmt: skip
+    "compact: a lastOffsetDelta that cannot number the records": InLogDir(
+        _last_offset_delta_lie_partition,
+        ("deltalie", 0),
+        "failed",
+        rf"deltalie-0/{SEG0}\.log at position 0: .*holds 4 records, more than its offsets 0\.\.1 can number",
+        ("deltalie-0",),
     ),  # fmt: skip
     "compact: a symlink x-0 -> good-0 in the log dir": InLogDir(
         _symlink_alias, ("x", 0), "skipped", r"x-0.*alias.*good-0", ()
