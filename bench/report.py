@@ -14,7 +14,19 @@ from pathlib import Path
 from bench import chart
 from bench.generate import KiB, MiB
 
-SECTIONS = ("raw", "scan", "compaction", "memory", "spark", "kafka", "skew", "sweep", "split", "partitions")
+SECTIONS = (
+    "raw",
+    "scan",
+    "compaction",
+    "memory",
+    "spark",
+    "kafka",
+    "skew",
+    "sweep",
+    "split",
+    "partitions",
+    "tables",
+)
 
 
 # ---------------------------------------------------------------------------------------------- results

@@ -22,6 +22,9 @@ Sections (each measured in its own process by ``bench.probe``, so peak memory is
 * ``partitions``: what a partition with nothing to do costs: the jobs over 100 to 50,000 broker-like
   partitions (1 % dirty) against their dirty ones alone, 4,000 with 100 dirty against the 100 alone, the
   sample log dir's report against a bare Spark session (``bench.partitions``).
+* ``tables``: ``export`` as tables (``bench.tables``): rows per second per core of the records as Parquet,
+  bytes and Avro-typed, and the incremental export of the latest view into Iceberg after 1 % new records
+  against a full one.
 * ``sweep``: the batch shapes users run: 1, 10, 100 and 1000 records per batch, uncompressed, lz4,
   zstd, snappy and gzip, and a ``__consumer_offsets``-like partition (many group keys, one record per
   batch, tombstones). Each is cleaned by ``compact_partition`` (its own process) and by Kafka's cleaner on
@@ -56,6 +59,7 @@ from pathlib import Path
 from bench import partitions as partitions_section
 from bench import skew
 from bench import split as split_section
+from bench import tables as tables_section
 from bench.generate import GiB, Manifest, MiB, Workload, generate
 from bench.kept import kept_records
 from bench.report import SECTIONS, Report, Row, compressed_shape, draw_chart, evaluate_targets, format_table
@@ -601,6 +605,7 @@ def run(args: argparse.Namespace) -> int:
             ("skew", lambda: skew.run_section(report, args.quick, work / "run")),
             ("split", lambda: split_section.run_section(report, args.quick, work / "run")),
             ("partitions", lambda: partitions_section.run_section(report, args.quick, work / "run")),
+            ("tables", lambda: tables_section.run_section(report, args.quick, work / "run")),
             ("sweep", lambda: run_sweep(report, plan, work, skip)),
         ]
         for name, body in sections:
@@ -626,6 +631,7 @@ def run(args: argparse.Namespace) -> int:
     report.targets.append(skew.target(report))
     report.targets.append(split_section.target(report))
     report.targets += partitions_section.targets(report)
+    report.targets.append(tables_section.target(report))
     results = Path(args.results_dir) if args.results_dir else RESULTS
     results.mkdir(parents=True, exist_ok=True)
     stem = results / started.strftime("%Y%m%dT%H%M%SZ")

@@ -33,6 +33,7 @@ from typing import Any
 from pyspark.serializers import CloudPickleSerializer
 
 from jobs import progress
+from kafka_log_core.status import Status
 
 IDLE_WEIGHT = 256 * 1024  # bytes of work a partition's set-up weighs, whatever its size (about 1 ms)
 BINS_PER_CORE = 4
@@ -94,7 +95,7 @@ def run_bins(
             )
             out = [failed(items[i], reason) for i in indexes]
             if done is not None:
-                done.add([(position[i], "failed") for i in indexes])
+                done.add([(position[i], Status.FAILED) for i in indexes])
         for i, result in zip(indexes, out, strict=True):
             results[i] = result if keep is None else keep(result)
 

@@ -1,14 +1,18 @@
 """Export: topics as tables. The ``kafka-log`` data source's ``latest`` view (one row per key: what a
-consumer that rebuilt its state from the topic holds) or its records, written as Parquet or as a Delta
-Lake table, partitioned by topic, ready for SQL.
+consumer that rebuilt its state from the topic holds) or its records, written as Parquet, as a Delta Lake
+table or as an Iceberg table, partitioned by topic, ready for SQL; with ``--schemas`` typed by the Schema
+Registry's schemas (a table per topic and a side table of undecodable records); with ``--incremental``
+merged by key into the table's last export (docs/tables.md; the tables: jobs/tables.py; the writes:
+jobs/export_writes.py).
 
-spark-submit jobs/export.py --log-dir /data/kafka-logs --out /tables/orders [--format parquet|delta] ...
+spark-submit jobs/export.py --log-dir /data/kafka-logs --out /tables/orders [--format parquet|delta|iceberg] ...
 kafka-log-jobs export --log-dir /data/kafka-logs --out /tables/orders [options]
 
-The table is replaced as a whole (Spark's overwrite; a Delta overwrite is one commit), so a run killed at
-any instant and run again ends with the same table. A partition that cannot be read is left out, with one
-failed row naming the file and position; the other partitions are exported. The result table has one row
-per partition: its rows in the table and their first and last offsets, read back from the table.
+Each table changes in one commit (Spark's overwrite for Parquet; a Delta commit; an Iceberg snapshot), so a
+run killed at any instant and run again ends with the same tables. A partition that cannot be read is left
+out, with one failed row naming the file and position; the other partitions are exported. The result table
+has one row per partition: its rows in the table and their first and last offsets, read back from the
+table, its rows in the side table, and where and why it was read from.
 """
 
 from __future__ import annotations
@@ -16,21 +20,26 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import click
 
-from jobs import options, output, runner
+from jobs import export_writes as writes
+from jobs import options, output, runner, tables
 from jobs.context import JobContext
 from jobs.output import row_schema
+from jobs.tables import IcebergCatalog, Table
 from kafka_log_core.errors import KafkaLogError, UsageError
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.work.outcome import Status
 from kafka_log_core.work.rows import Int32
-from spark_udfs import packages, planning
+from kafka_log_core.work.table_state import partition_name
+from spark_udfs import marks, packages, planning, registry_topic
+from spark_udfs.decoded import TopicDecoders
 from spark_udfs.errors import PartitionReadError, failed_partition
 from spark_udfs.options import ReadOptions
 
@@ -47,13 +56,16 @@ class ExportRow:
     rows: int | None = None
     first_offset: int | None = None
     last_offset: int | None = None
+    undecodable: int | None = None  # with schemas: the partition's rows in the side table
+    read_from: int | None = None  # the offset this export read the partition from
+    note: str | None = None  # full, or the incremental step: new, since, whole (why), gone
     duration_ms: int | None = None  # the jobs' common column; an export is one Spark job, not per partition
 
 
 SCHEMA = row_schema(ExportRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
 VIEWS = ("latest", "records")
-FORMATS = ("parquet", "delta")
+FORMATS = tables.FORMATS
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,12 @@ class ExportSettings:
     isolation_level: str = "read_committed"
     include_headers: bool = False
     options: tuple[tuple[str, str], ...] = ()  # more kafka-log options, e.g. startingOffsets
+    schemas: str = "none"  # none | log | a .json file of the registry's schemas
+    schemas_topic: str = "_schemas"
+    incremental: bool = False
+    catalog: IcebergCatalog | None = None  # --format iceberg
+    namespace: str = "kafka"
+    table: str = "topics"  # the Iceberg table of a bytes export
 
 
 def source_options(
@@ -80,14 +98,6 @@ def source_options(
         options.update({"subscribePattern": topic_regex, "kafka.exclude.internal.topics": "false"})
     options.update(dict(settings.options))
     return options
-
-
-def _assign(options: dict[str, str], partitions: Sequence[TopicPartition]) -> dict[str, str]:
-    topics: dict[str, list[int]] = {}
-    for tp in partitions:
-        topics.setdefault(tp.topic, []).append(tp.partition)
-    narrowed = {k: v for k, v in options.items() if k not in ("subscribePattern", "subscribe", "assign")}
-    return {**narrowed, "assign": json.dumps(topics)}
 
 
 def list_partitions(options: dict[str, str]) -> list[PartitionTask]:
@@ -133,7 +143,7 @@ def _check(split: planning.Split, options: ReadOptions) -> str | None:
 
 
 def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: ExportSettings) -> list[dict]:
-    """Write the table; return one result row per partition (exported or failed)."""
+    """Write the tables; return one result row per partition (exported or failed)."""
     import spark_udfs
 
     spark_udfs.register(spark)
@@ -142,61 +152,133 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
     failed, notes = check_partitions(spark, options)
     for row in failed.values():
         output.tell(f"{row.log_dir}: {row.topic}-{row.partition}: {row.reason}")
+    results: dict[TopicPartition, ExportRow] = {}
+    for group in _groups(sources, failed, options, settings):
+        results.update(_export_group(spark, group, sources, failed, notes, settings))
+    rows = [dataclasses.asdict(failed.get(s.tp) or results[s.tp]) for s in sources]
+    return sorted(rows, key=runner.by_partition)
+
+
+def _groups(sources, failed, options: dict[str, str], settings: ExportSettings) -> list[writes.Group]:
+    """The tables of the export: one for every partition (bytes), or one per topic (schemas)."""
+    options = {k: v for k, v in options.items() if k not in ("subscribePattern", "subscribe", "assign")}
+    base_settings = {
+        "view": settings.view, "isolation": settings.isolation_level, "headers": settings.include_headers,
+        "options": sorted(settings.options), "schemas": settings.schemas != registry_topic.NONE,
+    }  # fmt: skip
+    if settings.schemas == registry_topic.NONE:
+        table = table_of(settings, None, side=False)
+        tps = tuple(s.tp for s in sources)
+        return (
+            [writes.Group(table, None, tps, options, base_settings, partition_by=("topic",))] if tps else []
+        )
+    store = registry_topic.load(settings.schemas, settings.schemas_topic, tuple(json.loads(options["paths"])))
+    groups = []
+    for topic in sorted({s.topic for s in sources}):
+        decoders = TopicDecoders.of(store, topic)  # type: ignore[arg-type]
+        ids = {
+            "key": None if decoders.key is None else decoders.key.latest.id,
+            "value": None if decoders.value is None else decoders.value.latest.id,
+        }
+        topic_options = {**options, "schemas": settings.schemas, "schemasTopic": settings.schemas_topic}
+        groups.append(
+            writes.Group(
+                table_of(settings, topic, side=False), table_of(settings, topic, side=True),
+                tuple(s.tp for s in sources if s.topic == topic), topic_options, {**base_settings, "schema_ids": ids},
+                key_decoded=decoders.key is not None, value_decoded=decoders.value is not None,
+            )
+        )  # fmt: skip
+    return groups
+
+
+def table_of(settings: ExportSettings, topic: str | None, *, side: bool) -> Table:
+    """The table a topic goes to (``topic`` None: the one table of a bytes export), or its side table of
+    undecodable records (``side``)."""
+    if settings.fmt == tables.ICEBERG:
+        if topic is None:
+            return Table(
+                settings.fmt, catalog=settings.catalog, namespace=settings.namespace, name=settings.table
+            )
+        namespace = f"{settings.namespace}_undecodable" if side else settings.namespace
+        return Table(settings.fmt, catalog=settings.catalog, namespace=namespace, name=topic)
+    if topic is None:
+        return Table(settings.fmt, path=settings.out)
+    return Table(settings.fmt, path=os.path.join(settings.out, "undecodable" if side else "topics", topic))
+
+
+def _export_group(
+    spark, group: writes.Group, sources, failed, notes: dict[TopicPartition, str], settings: ExportSettings
+) -> dict[TopicPartition, ExportRow]:
+    """One group's tables written; the exported partitions' rows (``notes``: how the source read a
+    partition, e.g. as the broker's loader would leave a crashed dir, the row's reason)."""
+    by_tp = {s.tp: s for s in sources}
     while True:
-        todo = [s for s in sources if s.tp not in failed]
-        if not todo:
-            break
-        reader = spark.read.format("kafka-log")
-        for key, value in _assign(options, [s.tp for s in todo]).items():
-            reader = reader.option(key, value)
+        todo = [tp for tp in group.partitions if tp not in failed]
+        read = writes.read_options(group)
+        state = group.table.state(spark) if settings.incremental else None
+        now, last_batches = {}, {}
+        for tp in todo:
+            mark = None if state is None else state.partitions.get(partition_name(tp.topic, tp.partition))
+            try:
+                now[tp], last_batches[tp] = marks.partition_now(
+                    read, by_tp[tp], None if mark is None else mark.end
+                )
+            except (KafkaLogError, OSError) as err:
+                s = by_tp[tp]
+                failed[tp] = ExportRow(s.log_dir, s.topic, s.partition, Status.FAILED, str(err))
+        now = {tp: n for tp, n in now.items() if tp not in failed}
+        new_marks = {
+            partition_name(tp.topic, tp.partition): n.mark(last_batches[tp]) for tp, n in now.items()
+        }
+        planned = writes.plan(group, spark, state, now, settings.incremental)
         try:
-            _write(reader.load(), settings)
+            if planned.full:
+                if now:
+                    writes.write_full(spark, group, now, new_marks)
+            else:
+                kept = _kept_marks(state, [tp for tp in group.partitions if tp in failed])
+                writes.write_incremental(spark, group, planned, now, new_marks, kept)
             break
         except Exception as err:  # a Spark error; the partition it names, if any, is left out
             found = failed_partition(str(err))
             if found is None:
                 raise
             tp = TopicPartition(found.topic, found.partition)
-            if tp in failed or tp not in {s.tp for s in todo}:
+            if tp in failed or tp not in todo:
                 raise
             failed[tp] = ExportRow(
                 found.log_dir, tp.topic, tp.partition, status=Status.FAILED, reason=found.reason
             )
-    counts = _read_back(spark, settings) if len(failed) < len(sources) else {}
-    rows = []
-    for s in sources:
-        if s.tp in failed:
-            rows.append(dataclasses.asdict(failed[s.tp]))
-            continue
-        n, first, last = counts.get((s.topic, s.partition), (0, None, None))
-        row = ExportRow(
-            s.log_dir,
-            s.topic,
-            s.partition,
-            Status.EXPORTED,
-            notes.get(s.tp),
-            rows=n,
-            first_offset=first,
-            last_offset=last,
-        )
-        rows.append(dataclasses.asdict(row))
-    return sorted(rows, key=runner.by_partition)
+    counts = _read_back(spark, group.table) if now else {}
+    undecodable = _read_back(spark, group.side) if now and group.side is not None else {}
+    out = {}
+    for tp in now:
+        s = by_tp[tp]
+        n, first, last = counts.get((tp.topic, tp.partition), (0, None, None))
+        name = partition_name(tp.topic, tp.partition)
+        step = None if planned.partitions is None else planned.partitions.get(name)
+        out[tp] = ExportRow(
+            s.log_dir, s.topic, s.partition, Status.EXPORTED, notes.get(tp), rows=n, first_offset=first, last_offset=last,
+            undecodable=undecodable.get((tp.topic, tp.partition), (0,))[0] if group.side is not None else None,
+            read_from=now[tp].log_start if step is None else step.read_from,
+            note=planned.why if step is None else (step.step.value + (f": {step.reason}" if step.reason else "")),
+        )  # fmt: skip
+    return out
 
 
-def _write(df, settings: ExportSettings) -> None:
-    writer = df.write.mode("overwrite").partitionBy("topic")
-    if settings.fmt == "delta":
-        writer.format("delta").option("overwriteSchema", "true").save(settings.out)
-    else:
-        writer.parquet(settings.out)
+def _kept_marks(state, unread: list[TopicPartition]) -> dict:
+    """The marks of partitions that could not be read this time: their rows and marks stay as they are."""
+    if state is None:
+        return {}
+    names = [partition_name(tp.topic, tp.partition) for tp in unread]
+    return {name: state.partitions[name] for name in names if name in state.partitions}
 
 
-def _read_back(spark, settings: ExportSettings) -> dict[tuple[str, int], tuple[int, int, int]]:
+def _read_back(spark, table: Table) -> dict[tuple[str, int], tuple[int, int, int]]:
     from pyspark.sql import functions as F
 
-    table = spark.read.format(settings.fmt).load(settings.out)
     counts = F.count("*").alias("rows"), F.min("offset").alias("first"), F.max("offset").alias("last")
-    found = table.groupBy("topic", "partition").agg(*counts).collect()
+    found = table.read(spark).groupBy("topic", "partition").agg(*counts).collect()
     return {(r["topic"], r["partition"]): (r["rows"], r["first"], r["last"]) for r in found}
 
 
@@ -217,7 +299,12 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     options.OUTPUT,
     options.SPARK,
 )  # fmt: skip
-@click.option("--out", required=True, help="Where the table goes (a directory; replaced).")
+@click.option(
+    "--out",
+    required=True,
+    help="Where the tables go: a directory (Parquet, Delta: replaced; with --schemas OUT/topics/<topic> and "
+    "OUT/undecodable/<topic>), or Iceberg's warehouse.",
+)
 @click.option(
     "--view",
     type=click.Choice(VIEWS),
@@ -231,7 +318,48 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     type=click.Choice(FORMATS),
     default="parquet",
     show_default=True,
-    help="Parquet files, or a Delta Lake table.",
+    help="Parquet files, a Delta Lake table, or an Iceberg table (catalog: below).",
+)
+@click.option(
+    "--schemas",
+    default="none",
+    show_default=True,
+    metavar="none|log|FILE.json",
+    help="Typed keys and values from the Schema Registry's schemas: its _schemas topic in the log dirs "
+    "(log) or a file of its schemas; one table per topic and a side table of undecodable records.",
+)
+@click.option(
+    "--schemas-topic", default="_schemas", show_default=True, help="The registry's topic (kafkastore.topic)."
+)
+@click.option(
+    "--incremental",
+    is_flag=True,
+    help="Latest view into Delta or Iceberg: read only what was written since the table's last export "
+    "and merge it by key (a full export when the table has none).",
+)
+@click.option(
+    "--catalog-name", default="kafka_log", show_default=True, help="Iceberg: the Spark catalog's name."
+)
+@click.option(
+    "--catalog-type",
+    type=click.Choice(tables.CATALOG_TYPES),
+    default="jdbc",
+    show_default=True,
+    help="Iceberg: the catalog (jdbc: a SQLite file OUT/catalog.db unless --catalog-uri).",
+)
+@click.option(
+    "--catalog-uri", default=None, help="Iceberg: the catalog's uri (a REST or Hive catalog, a JDBC URL)."
+)
+@click.option(
+    "--catalog-option",
+    "catalog_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Iceberg: more catalog properties.",
+)
+@click.option("--namespace", default="kafka", show_default=True, help="Iceberg: the tables' namespace.")
+@click.option(
+    "--table", "table_name", default="topics", show_default=True, help="Iceberg: the table without --schemas."
 )
 @click.option(
     "--isolation-level",
@@ -248,9 +376,25 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     metavar="KEY=VALUE",
     help="Any kafka-log read option, e.g. startingOffsets={...} or includeBatchColumns=true.",
 )
-def command(job: JobContext, out, view, fmt, isolation_level, include_headers, more_options):  # fmt: skip
-    """Write topics as a table (Parquet or Delta, partitioned by topic): the latest view or the records."""
-    settings = ExportSettings(out, view, fmt, isolation_level, include_headers, _key_values(more_options))
+def command(job: JobContext, out, view, fmt, schemas, schemas_topic, incremental, catalog_name, catalog_type,
+            catalog_uri, catalog_options, namespace, table_name, isolation_level, include_headers,
+            more_options):  # fmt: skip
+    """Write topics as tables (Parquet, Delta or Iceberg): the latest view or the records, as bytes or typed
+    by the Schema Registry's schemas, in full or incrementally."""
+    if incremental and (view != "latest" or fmt == tables.PARQUET):
+        raise click.UsageError("--incremental merges the latest view into a Delta or Iceberg table")
+    catalog = None
+    if fmt == tables.ICEBERG:
+        try:
+            catalog = IcebergCatalog(
+                catalog_name, out, catalog_type, catalog_uri, _key_values(catalog_options)
+            )
+        except UsageError as err:
+            raise click.UsageError(str(err)) from err
+    settings = ExportSettings(
+        out, view, fmt, isolation_level, include_headers, _key_values(more_options), schemas, schemas_topic,
+        incremental, catalog, namespace, table_name,
+    )  # fmt: skip
     try:
         list_partitions(source_options(job.log_dirs, job.topic_regex, settings))
     except UsageError as err:
@@ -258,12 +402,22 @@ def command(job: JobContext, out, view, fmt, isolation_level, include_headers, m
     except KafkaLogError as err:  # e.g. a malformed checkpoint: the broker would take the log dir offline
         click.echo(f"error: {err}", err=True)
         sys.exit(1)
-    conf = (
-        {**packages.packages_conf([packages.delta_package()]), **packages.delta_conf()}
-        if fmt == "delta"
-        else {}
-    )
+    conf = {}
+    if fmt == tables.DELTA:
+        conf = {**packages.packages_conf([packages.delta_package()]), **packages.extensions_conf(delta=True)}
+    elif fmt == tables.ICEBERG:
+        conf = {
+            **packages.packages_conf(packages.iceberg_packages()),
+            **packages.extensions_conf(iceberg=True),
+        }
+        conf.update(catalog.conf())  # type: ignore[union-attr]
     spark = job.spark("export", conf)
+    if fmt == tables.ICEBERG and not packages.has_iceberg(spark):
+        raise click.UsageError(
+            f"--format iceberg needs Iceberg in the Spark session: spark-submit --packages "
+            f"{','.join(packages.iceberg_packages())} --conf spark.sql.extensions={packages.ICEBERG_EXTENSION} "
+            "jobs/export.py ..."
+        )
     if fmt == "delta" and not packages.has_delta(spark):
         raise click.UsageError(
             f"--format delta needs Delta Lake in the Spark session: spark-submit --packages "
@@ -271,11 +425,15 @@ def command(job: JobContext, out, view, fmt, isolation_level, include_headers, m
             f"--conf spark.sql.catalog.spark_catalog={packages.DELTA_CATALOG} jobs/export.py ..."
         )
     try:
+        if catalog is not None:
+            catalog.configure(spark)
         rows = run(spark, job.log_dirs, job.topic_regex, settings)
+    except UsageError as err:
+        raise click.UsageError(str(err)) from err
     except Exception as err:  # a Spark failure that names no partition: one line, not a traceback
         click.echo(f"error: export to {out} failed: {_first_line(err)}", err=True)
         sys.exit(1)
-    job.output.emit(rows, SCHEMA, f"export ({view}, {fmt}) to {out}")
+    job.output.emit(rows, SCHEMA, f"export ({view}, {fmt}{', typed' if schemas != 'none' else ''}) to {out}")
     sys.exit(output.exit_status(rows))
 
 

@@ -312,7 +312,7 @@ def _table(rows: Sequence[dict]) -> str:
             f"<td{' class=n' if c in _NUMERIC else ' class=why' if h == 'why' else ''}>{_e(_cell(r, c, h))}</td>"
             for h, c in _TABLE
         )
-        body.append(f"<tr{' class=failed' if r.get('status') == 'failed' else ''}>{cells}</tr>")
+        body.append(f"<tr{' class=failed' if r.get('status') == Status.FAILED else ''}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 

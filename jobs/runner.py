@@ -94,9 +94,7 @@ def result_rows(
     rows: list[Mapping[str, Any]] = [o.row for o in outcomes]
     rows += [
         store.keep(
-            dataclasses.asdict(
-                row_type(u.log_dir, u.topic, u.partition, status=Status(u.status), reason=u.reason)
-            )
+            dataclasses.asdict(row_type(u.log_dir, u.topic, u.partition, status=u.status, reason=u.reason))
         )
         for u in listing.failed + listing.skipped
     ]

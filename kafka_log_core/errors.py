@@ -126,3 +126,13 @@ class RecordTooLargeError(RefusedError):
 
 class HighWatermarkMissingError(RefusedError):
     """--require-high-watermark was given and the partition has no replication-offset-checkpoint entry."""
+
+
+class SchemaError(KafkaLogError, ValueError):
+    """A schema from the Schema Registry (its ``_schemas`` topic, a schema file) that cannot be read or
+    cannot be a table's columns: names the subject, version or id, and the schema's offset or file."""
+
+
+class UndecodableError(KafkaLogError, ValueError):
+    """One record's key or value cannot be decoded with the schema it names (unknown id, truncated
+    payload, not the wire format): the record goes to the side table with this reason."""

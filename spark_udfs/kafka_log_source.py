@@ -13,7 +13,7 @@ The options are Spark's Kafka source options plus ours (:mod:`spark_udfs.options
 Kafka source schema plus ours (:mod:`spark_udfs.schemas`), the plan made from the options alone
 (:mod:`spark_udfs.planning`) and the rows read by :mod:`spark_udfs.rows`.
 
-Filters are not pushed down: Spark evaluates ``where`` itself, after the read. Spark 4.2 keeps the read
+Filters are not pushed down: Spark evaluates ``where`` itself, after the read. Spark (seen on 4.2) keeps the read
 plan that a Python data source builds from pushed filters on the DataFrame's relation and reuses it for
 every later query of that DataFrame, so a plan pruned for one query would drop rows from the next (a
 filter on a derived DataFrame leaked back into its base this way). What to read is said with options,
@@ -31,7 +31,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kafka_log_core.errors import KafkaLogError, UsageError
-from spark_udfs import planning, rows
+from spark_udfs import decoded, planning, registry_topic, rows
+from spark_udfs.decoded import TopicDecoders
 from spark_udfs.errors import PartitionReadError
 from spark_udfs.options import ReadOptions
 from spark_udfs.schemas import schema_for
@@ -48,25 +49,42 @@ class KafkaLogDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        return schema_for(ReadOptions.parse(self.options))
+        options = ReadOptions.parse(self.options)
+        return schema_for(options, self._decoders(options))
 
     def reader(self, schema: StructType) -> KafkaLogReader:
         options = ReadOptions.parse(self.options)
-        expected = schema_for(options)
+        decoders = self._decoders(options)
+        expected = schema_for(options, decoders)
         if schema != expected:
             raise UsageError(
                 f"kafka-log has a fixed schema for level {options.level}: {expected.simpleString()}, "
                 f"not {schema.simpleString()}"
             )
-        return KafkaLogReader(options, expected)
+        return KafkaLogReader(options, expected, decoders)
+
+    def _decoders(self, options: ReadOptions) -> TopicDecoders | None:
+        """The key and value decoders of the topic read (``schemas``), made once per DataFrame."""
+        if options.schemas == registry_topic.NONE or options.level not in ("records", "latest"):
+            return None
+        cached = getattr(self, "_made_decoders", None)
+        if cached is None:
+            topic = options.decoded_topic()
+            store = registry_topic.load(options.schemas, options.schemas_topic, options.paths)
+            cached = (TopicDecoders.of(store, topic),) if store is not None else (None,)
+            self._made_decoders = cached
+        return cached[0]
 
 
 class KafkaLogReader(DataSourceReader):
     """Holds the parsed options and the schema, nothing else: each call plans or reads from them."""
 
-    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+    def __init__(
+        self, options: ReadOptions, schema: StructType, decoders: TopicDecoders | None = None
+    ) -> None:
         self.options = options
         self.schema = schema
+        self.decoders = decoders
 
     def partitions(self) -> list[InputPartition]:
         return list(planning.plan(self.options))
@@ -77,8 +95,11 @@ class KafkaLogReader(DataSourceReader):
 
         if not isinstance(partition, planning.Split):
             return  # nothing selected: Spark still runs one empty task
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        arrow_schema = to_arrow_schema(self.schema)  # timestamps in UTC
         found = _guarded(partition, rows.rows(partition, self.options))
+        if self.decoders is not None:
+            yield from decoded.batches(found, self.decoders, arrow_schema, ROWS_PER_ARROW_BATCH)
+            return
         while batch := list(itertools.islice(found, ROWS_PER_ARROW_BATCH)):
             columns = zip(*batch, strict=True)  # rows to columns, in C
             yield pa.RecordBatch.from_arrays(

@@ -17,7 +17,10 @@ Spark's Kafka source options, where they make sense offline (same names, same va
     minPartitions            at least about this many Spark partitions (smaller splits)
 
 and ours: ``level`` (records | latest | batches | segments), ``end`` (high_watermark | log_end: what
-"latest" is), ``includeBatchColumns``, ``maxBytesPerSplit``. Other ``kafka.*`` options (a bootstrap
+"latest" is), ``includeBatchColumns``, ``maxBytesPerSplit``, ``includeTombstones`` (latest: a key whose
+last record is a tombstone keeps that row, value null), ``schemas`` (none | log | a .json file: typed keys
+and values from the Schema Registry's schemas, :mod:`spark_udfs.decoded`) and ``schemasTopic`` (default
+``_schemas``). Other ``kafka.*`` options (a bootstrap
 server, ...) and options Spark's Kafka source ignores in batch reads are ignored here too.
 
 Unlike Spark, a per-partition JSON need not name every partition read: the partitions it leaves out start
@@ -103,6 +106,9 @@ class ReadOptions:
     end: str = "high_watermark"
     max_bytes_per_split: int = DEFAULT_MAX_BYTES_PER_SPLIT
     min_partitions: int | None = None
+    include_tombstones: bool = False
+    schemas: str = "none"
+    schemas_topic: str = "_schemas"
 
     @property
     def read_committed(self) -> bool:
@@ -132,7 +138,21 @@ class ReadOptions:
             end=_choice(opts, "end", ENDS),
             max_bytes_per_split=_positive(opts, "maxbytespersplit", DEFAULT_MAX_BYTES_PER_SPLIT),
             min_partitions=_positive(opts, "minpartitions", None),
+            include_tombstones=_boolean(opts, "includetombstones", False),
+            schemas=opts.get("schemas", "none").strip() or "none",
+            schemas_topic=opts.get("schemastopic", "_schemas").strip() or "_schemas",
         )
+
+    def decoded_topic(self) -> str:
+        """The one topic a read with ``schemas`` decodes (each topic has its own schema)."""
+        s = self.selection
+        topics = s.topics if s.kind == "subscribe" else {tp.topic for tp in s.partitions}
+        if s.kind not in ("subscribe", "assign") or len(topics) != 1:
+            raise _fail(
+                f"option schemas={self.schemas}: subscribe to (or assign partitions of) exactly one topic; "
+                "each topic has its own schemas"
+            )
+        return next(iter(topics))
 
 
 # ------------------------------------------------------------------------------------------ helpers

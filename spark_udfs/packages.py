@@ -2,11 +2,15 @@
 
 * Delta Lake, for ``export --format delta``: ``io.delta:delta-spark_<Spark major.minor>_2.13:<DELTA_VERSION>``
   -- the artifact the delta-spark PyPI package's ``configure_spark_with_delta_pip`` picks for that
-  version. delta-spark 4.4.0 is the release for Spark 4.2 whose jars are on Maven Central. Only the jars
+  version. delta-spark 4.4.0 supports Spark 4.1 and 4.2 and its jars are on Maven Central. Only the jars
   are needed (the job uses Spark's own DataFrame writer), so the PyPI package is an optional extra
   (``.[delta]``) and stays out of the executors' environment (it would pull in a second pyspark).
 * Spark's Kafka connector, ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>`` (the tests
   compare the ``kafka-log`` source with it).
+* Apache Iceberg, for ``export --format iceberg``: ``org.apache.iceberg:iceberg-spark-runtime-<Spark
+  major.minor>_2.13:<ICEBERG_VERSION>`` and its SQL extensions (``MERGE INTO``), with the SQLite JDBC
+  driver ``org.xerial:sqlite-jdbc`` for the embedded catalog (Iceberg's ``JdbcCatalog`` on a SQLite file,
+  the same tables pyiceberg's ``SqlCatalog`` reads and writes).
 
 :func:`packages_conf` gives the settings of a session that resolves them when it starts: Spark's Ivy,
 from Maven Central only, cached in ``~/.ivy2``. Maven Central only, because Spark's default resolver
@@ -40,8 +44,34 @@ def _spark_minor() -> str:
     return ".".join(version("pyspark").split(".")[:2])
 
 
-#: The Delta Lake release whose jars are loaded: the one for Spark 4.2 whose jars are on Maven Central.
+#: The Delta Lake release whose jars are loaded (``delta-spark_4.1_2.13:4.4.0`` for our Spark 4.1.1).
 DELTA_VERSION = "4.4.0"
+
+
+#: Iceberg's newest release; its Spark runtime exists for Spark 4.1 (not 4.2: the reason of our pin).
+ICEBERG_VERSION = "1.12.0"
+SQLITE_JDBC_VERSION = "3.53.2.1"
+ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def iceberg_packages() -> list[str]:
+    return [
+        f"org.apache.iceberg:iceberg-spark-runtime-{_spark_minor()}_{SCALA}:{ICEBERG_VERSION}",
+        f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}",
+    ]
+
+
+def extensions_conf(*, delta: bool = False, iceberg: bool = False) -> dict[str, str]:
+    """``spark.sql.extensions`` (and Delta's session catalog) for the table formats a session writes."""
+    conf = delta_conf() if delta else {}
+    if iceberg:
+        extensions = [conf["spark.sql.extensions"]] if delta else []
+        conf["spark.sql.extensions"] = ",".join([*extensions, ICEBERG_EXTENSION])
+    return conf
+
+
+def has_iceberg(spark) -> bool:
+    return ICEBERG_EXTENSION in spark.conf.get("spark.sql.extensions", "")
 
 
 def delta_package() -> str:

@@ -7,7 +7,7 @@ a transactional batch is aborted when its producer has an aborted transaction (`
 begins at or before the batch and whose ABORT marker comes after it.
 
 ``latest`` walks the partition from its end: the first time a key is met is its last record, kept
-unless it is a tombstone; the keys seen are the only state held (values are never kept).
+unless it is a tombstone (kept with ``includeTombstones``, for upserts); the keys seen are the only state held (values are never kept).
 
 Nothing is skipped or duplicated silently (:func:`checked_batches`): every batch a read visits must be
 whole (a batch cut short or a length past the end of its file), its CRC must match and its offsets must
@@ -249,7 +249,7 @@ def latest_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
                 if r.key is None or r.key in seen or not start <= r.offset < end:
                     continue
                 seen.add(r.key)
-                if r.value is not None:
+                if r.value is not None or options.include_tombstones:
                     yield make.row(chunk, batch, r, aborted, base)
 
 

@@ -8,6 +8,8 @@ nullability, order)::
     headers array<struct<key string, value binary>> only with includeHeaders=true; null when none
 
 then, with ``includeBatchColumns=true``, what only the log on disk knows, per record (``BATCH_COLUMNS``).
+With ``schemas``, ``key`` and ``value`` have the types of the topic's schemas and five columns follow
+(:mod:`spark_udfs.decoded`).
 ``batches`` and ``segments`` are ours: one row per batch header, one row per segment file.
 """
 
@@ -26,6 +28,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kafka_log_core.registry.decoding import KEY, VALUE
+from spark_udfs.decoded import EXTRA_COLUMNS, EXTRA_TYPES, TopicDecoders
 from spark_udfs.options import ReadOptions
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
@@ -97,9 +101,22 @@ def records_schema(include_headers: bool = False, include_batch_columns: bool = 
     return StructType(fields)
 
 
-def schema_for(options: ReadOptions) -> StructType:
+def schema_for(options: ReadOptions, decoders: TopicDecoders | None = None) -> StructType:
     if options.level == "batches":
         return BATCHES
     if options.level == "segments":
         return SEGMENTS
-    return records_schema(options.include_headers, options.include_batch_columns)
+    plain = records_schema(options.include_headers, options.include_batch_columns)
+    if decoders is None:
+        return plain
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    typed = [
+        StructField("key", from_arrow_type(decoders.arrow_type(KEY))),
+        StructField("value", from_arrow_type(decoders.arrow_type(VALUE))),
+    ]
+    extra = [
+        StructField(name, from_arrow_type(kind))
+        for name, kind in zip(EXTRA_COLUMNS, EXTRA_TYPES, strict=True)
+    ]
+    return StructType(typed + plain.fields[2:] + extra)

@@ -15,9 +15,9 @@ pytest_plugins = ["tests.kafka_harness"]
 def spark():
     """One local[2] SparkSession for the whole test run, UI off.
 
-    It loads Spark's Kafka connector (the data source is compared with Spark's own Kafka source) and
-    Delta Lake (the export job writes Delta tables); Spark's Ivy resolves both from Maven Central when the
-    session starts, cached in ~/.ivy2 (spark_udfs.packages).
+    It loads Spark's Kafka connector (the data source is compared with Spark's own Kafka source), Delta
+    Lake and Iceberg with the SQLite JDBC driver (the export job writes Delta and Iceberg tables); Spark's
+    Ivy resolves them from Maven Central when the session starts, cached in ~/.ivy2 (spark_udfs.packages).
     """
     from pyspark.sql import SparkSession
 
@@ -37,8 +37,9 @@ def spark():
         # Delta reads its log with 50 tasks by default; the tests' tables are small.
         .config("spark.databricks.delta.snapshotPartitions", "2")
     )
-    wanted = [packages.kafka_connector_package(), packages.delta_package()]
-    for key, value in {**packages.packages_conf(wanted), **packages.delta_conf()}.items():
+    wanted = [packages.kafka_connector_package(), packages.delta_package(), *packages.iceberg_packages()]
+    conf = {**packages.packages_conf(wanted), **packages.extensions_conf(delta=True, iceberg=True)}
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session

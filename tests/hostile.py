@@ -8,6 +8,7 @@ built with kafka-python's codec or by hand from the published layout, CRCs with 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -17,12 +18,14 @@ import stat
 import struct
 import subprocess
 import sys
+import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
+import pytest
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -181,6 +184,37 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     finally:
         os.close(fd)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def bind_mount(source: Path, target: Path) -> Iterator[Path]:
+    """``source`` seen a second time at ``target`` (created): a bind mount, the same device and inode under
+    another path. Skips the test where this process may not mount."""
+    target.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
+    if mounted.returncode:
+        target.rmdir()
+        pytest.skip(f"cannot bind-mount here: {mounted.stderr.decode().strip()}")
+    try:
+        yield target
+    finally:
+        # Lazy: the locks keep one descriptor of .lock per log dir for the life of the process.
+        subprocess.run(["umount", "-l", str(target)], check=True)
+
+
+@contextlib.contextmanager
+def another_process_holding(take: str) -> Iterator[None]:
+    """Another process that runs ``take`` (Python statements that take a lock and keep what holds it in a
+    module-level name) and keeps the lock for the block; killed after it (its POSIX locks die with it)."""
+    script = textwrap.dedent(take) + "\nimport time\nprint('held', flush=True)\ntime.sleep(120)\n"
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        if child.stdout is None or child.stdout.readline().strip() != b"held":
+            raise RuntimeError(f"the other process took no lock:\n{script}")
+        yield
+    finally:
+        child.kill()
+        child.wait()
 
 
 # ------------------------------------------------------------------------------------ hostile batches

@@ -25,13 +25,19 @@ LAYERS = {
     "kernels": 2,
     "log": 3,
     "settings": 3,
+    "registry": 3,
     "rules": 4,
     "tools": 5,
     "work": 5,
     "simulator": 6,
 }
 # Same-rank layers that must not import each other either.
-INDEPENDENT = {frozenset({"log", "settings"}), frozenset({"tools", "work"})}
+INDEPENDENT = {
+    frozenset({"log", "settings"}),
+    frozenset({"log", "registry"}),
+    frozenset({"registry", "settings"}),
+    frozenset({"tools", "work"}),
+}
 # Build-time uses of the simulator on the jobs side: (module, enclosing function).
 SIMULATOR_AT_BUILD_TIME = {("jobs.package", "warm_up")}
 

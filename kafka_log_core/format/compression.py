@@ -66,16 +66,16 @@ GZIP_LEVEL = 6  # zlib's default, what Java's Deflater uses for level -1
 LZ4_LEVEL = 9
 ZSTD_LEVEL = 3
 
-_SNAPPY_MAGIC = b"\x82SNAPPY\x00"
-_SNAPPY_HEADER = _SNAPPY_MAGIC + struct.pack(">ii", 1, 1)  # version 1, min compatible version 1
-_SNAPPY_BLOCK = 32 * 1024  # snappy-java's default block size
+SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+SNAPPY_HEADER = SNAPPY_MAGIC + struct.pack(">ii", 1, 1)  # version 1, min compatible version 1
+SNAPPY_BLOCK = 32 * 1024  # snappy-java's default block size
 _INT32 = struct.Struct(">i")
 _UINT32_LE = struct.Struct("<I")
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_FLG = 0x60  # version 01, block independence, no block checksum, no content size/checksum
 _LZ4_BD = 0x40  # block maximum size code 4 = 64 KiB
-_LZ4_BLOCK = 64 * 1024
+LZ4_BLOCK = 64 * 1024  # the block size of our frames (Kafka's KafkaLZ4BlockOutputStream's default)
 _LZ4_MAX_BLOCK = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 
 
@@ -233,9 +233,9 @@ def _gzip_decompress(data: bytes, limit: int) -> bytes:
 
 
 def _snappy_compress(data: bytes) -> bytes:
-    parts = [_SNAPPY_HEADER]
-    for i in range(0, len(data), _SNAPPY_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(data[i : i + _SNAPPY_BLOCK]))
+    parts = [SNAPPY_HEADER]
+    for i in range(0, len(data), SNAPPY_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[i : i + SNAPPY_BLOCK]))
         parts.append(_INT32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -257,9 +257,9 @@ def _snappy_block(block: bytes, total: int, limit: int) -> bytes:
 
 
 def _snappy_decompress(data: bytes, limit: int) -> bytes:
-    if not data.startswith(_SNAPPY_MAGIC):
+    if not data.startswith(SNAPPY_MAGIC):
         return _snappy_block(data, 0, limit)
-    pos, out, total = len(_SNAPPY_HEADER), [], 0
+    pos, out, total = len(SNAPPY_HEADER), [], 0
     if len(data) < pos:
         raise CompressionError("truncated xerial snappy header")
     while pos < len(data):
@@ -280,9 +280,9 @@ def lz4_header_checksum(descriptor: bytes) -> int:
 
 
 def _lz4_compress(data: bytes, magic: int) -> bytes:
-    parts = [_lz4_frame_header(magic)]
-    for i in range(0, len(data), _LZ4_BLOCK):
-        raw = data[i : i + _LZ4_BLOCK]
+    parts = [lz4_frame_header(magic)]
+    for i in range(0, len(data), LZ4_BLOCK):
+        raw = data[i : i + LZ4_BLOCK]
         block = lz4.block.compress(raw, mode="default", store_size=False)
         if len(block) >= len(raw):
             parts.append(_UINT32_LE.pack(len(raw) | 0x80000000))
@@ -295,7 +295,7 @@ def _lz4_compress(data: bytes, magic: int) -> bytes:
 
 
 @functools.lru_cache(maxsize=2)
-def _lz4_frame_header(magic: int) -> bytes:
+def lz4_frame_header(magic: int) -> bytes:
     descriptor = bytes([_LZ4_FLG, _LZ4_BD])
     # Kafka's magic-0 quirk: the header checksum was computed over the magic number as well.
     hc = lz4_header_checksum(_LZ4_MAGIC + descriptor if magic == 0 else descriptor)

@@ -5,8 +5,9 @@
   (LZ4 frames decoded in the kernels);
 * layouts and protocol: ``batch_header`` (v2 and legacy header fields, framing), ``statuses`` (how a pass
   talks to Python);
-* whole-segment kernels: ``header_scan`` (batch headers, CRC check), ``chunk_walk`` (phase A of every
-  pass: records walked and keys hashed a chunk at a time), ``txn_table`` (the transaction tracker),
+* whole-segment kernels: ``header_scan`` (batch headers, CRC check), ``offset_order`` (the batches' offsets
+  in order, checked before a round), ``chunk_walk`` (phase A of every pass: records walked and keys hashed
+  a chunk at a time), ``txn_table`` (the transaction tracker),
   ``digest_store`` (digests kept from pass 1), ``map_pass`` (pass 1), ``clean_pass`` (pass 2),
   ``index_entries`` (offset and time index entries), ``digest_rows`` (split cleaning's rows by digest);
 * ``scan``: the readable record table of one batch (Python around the walk).

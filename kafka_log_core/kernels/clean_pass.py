@@ -1,8 +1,9 @@
 """Pass 2 of the log cleaner over a whole segment, compiled: per batch the tracker, the batch's
 disposition (deleted whole, filtered, kept empty), the keep rule per record, and the batch written to
 the output buffer unchanged, rebuilt, or as an empty header (Kafka's ``cleanInto`` and
-``MemoryRecords.filterTo``). A compressed batch that loses records is rebuilt uncompressed and left as
-a hole for Python to compress. The same keep rule for one legacy batch (``decide_keep``)."""
+``MemoryRecords.filterTo``). A compressed batch that loses records is rebuilt and compressed again here
+(:mod:`codec_kernels`); only when the codec library is missing or refuses is it rebuilt uncompressed and
+left as a hole for Python to compress. The same keep rule for one legacy batch (``decide_keep``)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from kafka_log_core.kernels.chunk_walk import (
     prefetch_slots,
     walk_chunk,
 )
+from kafka_log_core.kernels.codec_kernels import compress_area, compress_bound
 from kafka_log_core.kernels.crc32c import crc32c
 from kafka_log_core.kernels.fields import copy_bytes, read_i32, write_i16, write_i32, write_i64
 from kafka_log_core.kernels.header_scan import NOT_CONTROL, UNREADABLE_CONTROL
@@ -208,8 +210,8 @@ def _emit(outb, s, w, last_offset, max_ts, length):
 
 @njit(cache=True, inline="always")
 def _clean_batch(
-    buf, pos, h, area, rec, dig, r0, walked, slots, keep, producers, txn, tstate, events, out, outb, scratch, c,
-    st,
+    buf, pos, h, area, rec, dig, r0, walked, slots, keep, producers, txn, tstate, events, out, outb, scratch,
+    codecs, c, st,
 ):  # fmt: skip
     """One batch of pass 2 (spec R1-R5, X2-X4): tracker, disposition, the keep rule per record, and the
     batch written to ``out`` unchanged, rebuilt, or as an empty header -- or dropped."""
@@ -218,20 +220,22 @@ def _clean_batch(
         s.last_offset = h.last_offset
         return STOP_TXN
     # room for the batch as it is, or rebuilt in place (an uncompressed one whose records walked: their
-    # count is checked; a compressed one is rebuilt in ``scratch``)
+    # count is checked; a compressed one is rebuilt in ``scratch``, then compressed into the output here
+    # when the kernels have its codec)
+    codec = h.attributes & CODEC_MASK
     need = h.size
-    if walked and not h.attributes & CODEC_MASK:
+    rebuilt = 0
+    if walked and not codec:
         need += REBUILD_GROWTH_PER_RECORD * h.count
+    elif walked and h.count > 0:
+        rebuilt = rec[r0 + h.count - 1, R_REC_END] - rec[r0, R_BODY] + 5 + REBUILD_GROWTH_PER_RECORD * h.count
+        need = max(need, HEADER_SIZE + compress_bound(codecs, codec, rebuilt))
     if out.shape[0] - s.out_used < need or s.out_batches >= outb.shape[0]:
         s.out_needed = need
         return STOP_OUTPUT
-    if (
-        h.attributes & CODEC_MASK and walked and h.count > 0
-    ):  # room to rebuild its records, if it comes to that
-        need = rec[r0 + h.count - 1, R_REC_END] - rec[r0, R_BODY] + 5 + REBUILD_GROWTH_PER_RECORD * h.count
-        if scratch.shape[0] - s.scratch_used < need:
-            s.scratch_needed = need
-            return STOP_SCRATCH
+    if scratch.shape[0] - s.scratch_used < rebuilt:  # room to rebuild its records, if it comes to that
+        s.scratch_needed = rebuilt
+        return STOP_SCRATCH
     control = (h.attributes & CONTROL_MASK) != 0
     if control:
         ctype = NOT_CONTROL
@@ -332,9 +336,21 @@ def _clean_batch(
             if rec[r, R_KEEP]:
                 ts = h.max_timestamp if log_append else h.base_timestamp + rec[r, R_TS_DELTA]
                 rec[r, R_NEW_TS_DELTA] = ts - base_ts
-        if h.attributes & CODEC_MASK:  # Python compresses the records and frames the batch
+        if codec:  # compressed here, else (no library) left as a hole for Python to compress
             start = s.scratch_used
-            s.scratch_used = _write_rebuilt(area, rec, r0, n, scratch, start)
+            rebuilt_end = _write_rebuilt(area, rec, r0, n, scratch, start)
+            body_end = -1
+            if compress_bound(codecs, codec, rebuilt_end - start) >= 0:
+                body_end = compress_area(
+                    codecs, codec, scratch, start, rebuilt_end - start, out, w + HEADER_SIZE
+                )
+            if body_end >= 0:
+                length = body_end - w
+                _write_header(out, w, buf, pos, length, attributes, base_ts, max_ts, kept)
+                _seal(out, w, length)
+                _emit(outb, s, w, h.last_offset, max_ts, length)
+                return CONTINUE
+            s.scratch_used = rebuilt_end
             row = outb[s.out_batches]
             row.position = s.out_file_position + w
             row.last_offset = h.last_offset
@@ -399,11 +415,12 @@ def _in_keep_list(keep, s, offset):
 @njit(cache=True)
 def clean(
     buf, end, areas, bounds, slots, keep, producers, txn, tstate, events, out, outb, scratch, store, sst, karea_w,
-    karea_r, rec, dig, bat, cst, st,
+    karea_r, codecs, rec, dig, bat, cst, st,
 ):  # fmt: skip
     """Pass 2 over ``buf[st.position:end]`` into the output buffer; the other arguments as for
-    :func:`build_map`. A compressed batch that loses records is rebuilt into ``scratch`` and left as a
-    hole in the output (``OUT_BATCH``) for Python to compress when it writes the buffer out. ``keep``:
+    :func:`build_map`. A compressed batch that loses records is rebuilt into ``scratch``, then compressed
+    into the output, or (no library for its codec) left as a hole in it (``OUT_BATCH``) for Python to
+    compress when it writes the buffer out. ``keep``:
     the keep list, read when ``st.keep_list`` (then no key is hashed)."""
     c = cst[0]
     hash_upto = np.int64(-2) if st[0].keep_list else st[0].latest_offset
@@ -411,7 +428,7 @@ def clean(
         if not (c.next < c.batches and bat[c.next, B_POS] == st[0].position):
             outcome, stop, nb, nr, err, err_pos, next_area = walk_chunk(
                 buf, st[0].position, end, rec, dig, bat, False, -1, hash_upto, areas, bounds,
-                st[0].area_next, store, sst, karea_w, karea_r, st[0].max_batch_bytes,
+                st[0].area_next, store, sst, karea_w, karea_r, codecs, st[0].max_batch_bytes,
             )  # fmt: skip
             if outcome == CHUNK_GROW:
                 c.records_needed = max(2 * rec.shape[0], read_i32(buf, st[0].position + RECORDS_COUNT_AT))
@@ -422,7 +439,8 @@ def clean(
             bpos = bat[k, B_POS]
             area = areas if bat[k, B_AREA] >= 0 else (karea_r if bat[k, B_AREA] == AREA_KERNEL else buf)
             status = _clean_batch(buf, bpos, batch_head(buf, bpos), area, rec, dig, bat[k, B_FIRST], bat[k, B_WALKED],
-                                  slots, keep, producers, txn, tstate, events, out, outb, scratch, c, st)  # fmt: skip
+                                  slots, keep, producers, txn, tstate, events, out, outb, scratch, codecs, c,
+                                  st)  # fmt: skip
             if status != CONTINUE:
                 c.next = k
                 st[0].position = bpos

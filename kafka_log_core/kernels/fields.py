@@ -68,14 +68,14 @@ def _reader(width: int, signed: bool):
     return read
 
 
-def _writer(width: int):
+def _writer(width: int, big_endian: bool = True):
     @intrinsic
     def write(typingctx, arr, pos, value):
         sig = types.void(arr, types.intp, types.int64)
 
         def codegen(context, builder, signature, args):
             v = builder.trunc(args[2], ir.IntType(width)) if width < 64 else args[2]
-            if width > 8:
+            if width > 8 and big_endian:
                 v = _bswap(builder, v)
             builder.store(
                 v, _array_pointer(context, builder, signature.args[0], args[0], args[1], width), align=1
@@ -94,6 +94,7 @@ read_i64 = _reader(64, signed=True)
 write_i16 = _writer(16)
 write_i32 = _writer(32)
 write_i64 = _writer(64)
+write_u32_le = _writer(32, big_endian=False)  # LZ4 frames' block sizes
 
 
 @intrinsic

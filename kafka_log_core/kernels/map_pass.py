@@ -109,7 +109,24 @@ def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, even
 
 @njit(cache=True)
 def build_map(
-    buf, end, areas, bounds, slots, txn, tstate, events, store, sst, karea_w, karea_r, rec, dig, bat, cst, st
+    buf,
+    end,
+    areas,
+    bounds,
+    slots,
+    txn,
+    tstate,
+    events,
+    store,
+    sst,
+    karea_w,
+    karea_r,
+    codecs,
+    rec,
+    dig,
+    bat,
+    cst,
+    st,
 ):
     """Pass 1 over ``buf[st.position:end]``, CRC32C checked on the way. ``areas``/``bounds``: the
     records of the run of compressed batches at ``st.position``, from ``st.area_next`` on (see
@@ -120,7 +137,7 @@ def build_map(
         if not (c.next < c.batches and bat[c.next, B_POS] == st[0].position):
             outcome, stop, nb, nr, err, err_pos, next_area = walk_chunk(
                 buf, st[0].position, end, rec, dig, bat, True, st[0].start_offset, MAX_LONG, areas, bounds,
-                st[0].area_next, store, sst, karea_w, karea_r, st[0].max_batch_bytes,
+                st[0].area_next, store, sst, karea_w, karea_r, codecs, st[0].max_batch_bytes,
             )  # fmt: skip
             if outcome == CHUNK_GROW:
                 c.records_needed = max(2 * rec.shape[0], read_i32(buf, st[0].position + RECORDS_COUNT_AT))

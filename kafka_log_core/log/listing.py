@@ -35,6 +35,7 @@ from kafka_log_core.format.filenames import (
 )
 from kafka_log_core.log import locks
 from kafka_log_core.log.log_dir import LogDirState, PartitionCheckpoints
+from kafka_log_core.status import Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ class Unlisted:
     reason: str
     topic: str = ""
     partition: int = -1
-    status: str = "failed"
+    status: Status = Status.FAILED
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,8 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
                 partitions.append(tp)
             elif wanted(tp.topic):
                 reason = f"{path}: the same directory as {first}: an alias, skipped (worked on as {first})"
-                skipped.append(Unlisted(log_dir, reason, tp.topic, tp.partition, "skipped"))
-        skipped += [Unlisted(log_dir, s.reason, s.tp.topic, s.tp.partition, "skipped")
+                skipped.append(Unlisted(log_dir, reason, tp.topic, tp.partition, Status.SKIPPED))
+        skipped += [Unlisted(log_dir, s.reason, s.tp.topic, s.tp.partition, Status.SKIPPED)
                     for s in scanned.skipped if wanted(s.tp.topic)]  # fmt: skip
         if not partitions:
             empty.append(no_partitions_hint(d))

@@ -16,8 +16,9 @@ A running broker holds an exclusive POSIX record lock over the whole of ``<log.d
 POSIX locks die with the process, so a crashed job leaves nothing to clean up. They are also
 released when the process closes *any* descriptor of the file, so the descriptor is opened once per
 log dir and kept for the life of the process. They do not exclude two threads of one process either:
-this module keeps its own record of what the process holds (a partition byte held by one thread is
-busy for another; the checkpoint byte is also a thread lock).
+this module keeps its own record of what the process holds, keyed as the kernel keys the locks, by
+the ``.lock`` file's device and inode (so under every path to the log dir): a partition byte held by one
+thread is busy for another; the checkpoint byte is also a thread lock.
 
 A log dir this process may not write (a backup mounted read-only, a directory of another user) gets a
 read-only descriptor: enough to see a broker's lock, which is all a dry run needs; a job that writes is
@@ -44,11 +45,13 @@ LOCK_FILE = ".lock"  # in every log dir; a running broker holds a lock on it
 
 _BROKER_BYTE = 0
 _CHECKPOINT_BYTE = 1
+# Descriptors by the log dir's path (whether it can be written depends on the mount it is reached by);
+# what this process holds by the log dir's identity (POSIX locks belong to the process and the file).
 _fds: dict[str, int] = {}
 _read_only: set[str] = set()  # log dirs whose descriptor is read-only
-_holders: dict[str, int] = {}  # in-process count of partition locks holding byte 0 per log dir
-_held: set[tuple[str, int]] = set()  # (log dir, partition byte) held by some thread of this process
-_checkpoint_guards: dict[str, threading.Lock] = {}
+_holders: dict[tuple[int, int], int] = {}  # in-process count of partition locks holding byte 0 per log dir
+_held: set[tuple[tuple[int, int], int]] = set()  # (log dir, partition byte) held by a thread of this process
+_checkpoint_guards: dict[tuple[int, int], threading.Lock] = {}
 _guard = threading.Lock()
 
 
@@ -95,6 +98,13 @@ def _writable_fd(log_dir: Path) -> int:
     return fd
 
 
+def _identity(fd: int) -> tuple[int, int]:
+    """The ``.lock`` file open on ``fd`` as (device, inode): the same for every path to the log dir (a
+    symlink, a bind mount, as POSIX locks see it), so this process knows what it holds under any of them."""
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
 def _partition_byte(log_dir: Path, tp: TopicPartition) -> int:
     """The lock byte of ``tp``'s directory, keyed by what it is on disk (its inode); by its name when it
     cannot be looked at (the task then fails on the missing directory anyway)."""
@@ -126,7 +136,7 @@ def broker_holds(log_dir: str | os.PathLike[str]) -> bool:
     except (OSError, ReadOnlyLogDirError):
         return False  # a .lock this user cannot even read: nothing to learn from it
     with _guard:
-        if _holders.get(os.fspath(d.resolve()), 0):
+        if _holders.get(_identity(fd), 0):
             return False  # we hold it ourselves
         if _try(fd, fcntl.LOCK_SH, _BROKER_BYTE):
             fcntl.lockf(fd, fcntl.LOCK_UN, 1, _BROKER_BYTE)
@@ -140,7 +150,7 @@ def partition_lock(log_dir: str | os.PathLike[str], tp: TopicPartition) -> Itera
     (PartitionBusyError when it is another job, or another thread of this one, that writes ``tp``)."""
     d = Path(log_dir)
     fd = _writable_fd(d)
-    key = os.fspath(d.resolve())
+    key = _identity(fd)
     lock_path = d / LOCK_FILE
     byte = _partition_byte(d, tp)
     busy = PartitionBusyError(
@@ -178,7 +188,7 @@ def checkpoint_lock(log_dir: str | os.PathLike[str], timeout_s: float = 60.0) ->
     the threads of this one. Every writer of a log-dir file updates it inside this lock."""
     d = Path(log_dir)
     fd = _writable_fd(d)
-    key = os.fspath(d.resolve())
+    key = _identity(fd)
     with _guard:
         in_process = _checkpoint_guards.setdefault(key, threading.Lock())
     timed_out = LogDirLockedError(

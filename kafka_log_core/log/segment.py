@@ -19,7 +19,7 @@ import numpy as np
 from kafka_log_core import storage
 from kafka_log_core.constants import MAX_LONG, MIN_LONG
 from kafka_log_core.errors import CorruptDataError, CorruptIndexError, CorruptRecordError
-from kafka_log_core.format import log_file, record_batch
+from kafka_log_core.format import log_file
 from kafka_log_core.format.filenames import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -34,7 +34,7 @@ from kafka_log_core.format.offset_index import OffsetIndex, parse_offset_index
 from kafka_log_core.format.record_batch import LOG_OVERHEAD, OFFSET_AND_SIZE
 from kafka_log_core.format.time_index import TimeIndex, parse_time_index
 from kafka_log_core.format.txn_index import AbortedTxn, read_txn_index
-from kafka_log_core.kernels import fields, header_scan, statuses
+from kafka_log_core.kernels import fields, header_scan, offset_order, statuses
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,6 +286,15 @@ def check_indexes(segment: Segment) -> None:
             )
 
 
+_OFFSET_PROBLEMS = {
+    offset_order.BELOW_SEGMENT_BASE: "starts below the segment's base offset {other}",
+    offset_order.NEGATIVE_LAST_OFFSET_DELTA: "has a negative lastOffsetDelta {other}",
+    offset_order.MORE_RECORDS_THAN_OFFSETS: "holds {other} records, more than its offsets {first}..{last} can number",
+    offset_order.NOT_AFTER_PREVIOUS: "does not come after the previous batch, which ends at offset {other} (offsets going "
+    "backwards or overlapping: the broker never appends such a batch)",
+}
+
+
 def check_batch_offsets(segment: Segment, previous_last: int | None = None) -> int | None:
     """Refuse a segment whose batches' offsets a broker could never have appended; returns the last offset
     of its last batch (``previous_last`` when it has none) for the next segment's check.
@@ -297,33 +306,19 @@ def check_batch_offsets(segment: Segment, previous_last: int | None = None) -> i
     above the segment's base offset and above the previous batch's last offset (also across segments),
     ``lastOffsetDelta`` is not negative, and a v2 batch holds no more records than its offsets can number
     (``records_count <= lastOffsetDelta + 1``). A legacy compressed wrapper (no base offset in its
-    header) is checked by its last offset. One header scan, compiled."""
-    rows = segment.headers()
-    if len(rows) == 0:
-        return previous_last
-    base = rows["base_offset"]
-    last = rows["last_offset"]
-    v2 = rows["magic"] == record_batch.MAGIC
-    first = np.where(v2 | (base >= 0), base, last)  # a legacy wrapper: only its last offset is in the header
-    before = np.concatenate(([MIN_LONG if previous_last is None else previous_last], last[:-1]))
-    problems = [
-        (first < segment.base_offset, "starts below the segment's base offset {segment}"),
-        (v2 & (rows["last_offset_delta"] < 0), "has a negative lastOffsetDelta {delta}"),
-        (v2 & (rows["records_count"] > rows["last_offset_delta"] + 1),
-         "holds {count} records, more than its offsets {base}..{last} can number"),
-        (first <= before, "does not come after the previous batch, which ends at offset {before} (offsets going "
-                          "backwards or overlapping: the broker never appends such a batch)"),
-    ]  # fmt: skip
-    for bad, text in problems:
-        if bad.any():
-            n = int(bad.argmax())
-            detail = text.format(
-                segment=segment.base_offset, delta=int(rows["last_offset_delta"][n]),
-                count=int(rows["records_count"][n]), base=int(first[n]), last=int(last[n]), before=int(before[n]),
-            )  # fmt: skip
-            raise CorruptRecordError(
-                f"the batch of offsets {int(first[n])}..{int(last[n])} {detail}",
-                segment.log_path,
-                int(rows["position"][n]),
-            )
-    return int(last[-1])
+    header) is checked by its last offset. One compiled walk over the headers (:mod:`offset_order`)."""
+    cached = "array" in segment._cache
+    try:
+        finding, position, first, last, other = offset_order.check_offsets(
+            segment.buffer(), segment.base_offset, MIN_LONG if previous_last is None else previous_last,
+            previous_last is not None,
+        )  # fmt: skip
+    finally:
+        if not cached:
+            segment.drop_cache()
+    if finding == offset_order.OFFSETS_OK:
+        return int(last) if other else previous_last
+    detail = _OFFSET_PROBLEMS[finding].format(first=int(first), last=int(last), other=int(other))
+    raise CorruptRecordError(
+        f"the batch of offsets {int(first)}..{int(last)} {detail}", segment.log_path, int(position)
+    )

@@ -1,4 +1,4 @@
-"""Every change the jobs make to a partition directory's segment files, in one place -- as Kafka's
+"""Every change the jobs make to a partition directory's files, in one place -- as Kafka's
 ``LocalLog.replaceSegments``, ``LocalLog.deleteSegmentFiles`` and ``LogSegment.changeFileSuffixes``: the
 rules (cleaner, retention, recovery) decide what changes, these carry it out.
 
@@ -6,6 +6,10 @@ Each step is crash-safe: a crash at any instant leaves files that the loader's l
 (:mod:`kafka_log_core.rules.leftovers`: ``.deleted`` removed, ``.cleaned`` dropped, ``.swap`` completed)
 and a rerun turn into the uninterrupted result. Offline nobody reads the ``.deleted`` files (the job holds
 the partition lock and the broker is stopped), so they go at once: no ``file.delete.delay.ms`` wait.
+
+The one exception: the cleaner streams a round's new segment into ``.cleaned`` files itself
+(:mod:`kafka_log_core.rules.cleaner_segments`, and split cleaning drops its own stale ones); this module
+takes them from there (:func:`replace_segments`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kafka_log_core import fsutil, storage
+from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
     DELETED_MARKER,
@@ -28,6 +33,7 @@ from kafka_log_core.format.filenames import (
     TXN_INDEX_SUFFIX,
     segment_file,
 )
+from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, write_producer_snapshot
 from kafka_log_core.log.segment import Segment
 
 
@@ -47,16 +53,31 @@ def mark_deleted(directory: Path, base: int, suffixes: Sequence[str] = SEGMENT_F
 def remove_deleted(directory: Path, paths: Sequence[Path]) -> list[str]:
     """Delete ``.deleted`` files (those still there) and fsync the directory; the names removed, without
     the marker."""
+    return [path.name[: -len(DELETED_MARKER)] for path in delete_files(directory, paths)]
+
+
+def delete_files(directory: Path, paths: Sequence[Path]) -> list[Path]:
+    """Delete these files of ``directory`` (those still there), then fsync it; the paths deleted."""
     removed = []
     for path in paths:
         try:
             os.unlink(path)
         except FileNotFoundError:
             continue
-        removed.append(path.name[: -len(DELETED_MARKER)])
+        removed.append(path)
     if paths:
         fsutil.fsync_dir(directory)
     return removed
+
+
+def rename_files(directory: Path, renames: Sequence[tuple[Path, Path]]) -> None:
+    """Rename each source still there to its target (replacing it), in this order, then fsync the
+    directory: the loader's completion of ``.swap`` files."""
+    for source, target in renames:
+        if storage.exists(source):
+            os.replace(source, target)
+    if renames:
+        fsutil.fsync_dir(directory)
 
 
 def create_empty_segment(directory: Path, base: int) -> None:
@@ -84,6 +105,17 @@ def delete_snapshots(directory: Path, offsets: Sequence[int]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(segment_file(directory, offset, SNAPSHOT_SUFFIX))
     fsutil.fsync_dir(directory)
+
+
+def write_snapshot(directory: Path, offset: int, entries: Sequence[ProducerSnapshotEntry]) -> None:
+    """The producer snapshot at ``offset`` (``ProducerStateManager.takeSnapshot``), written whole."""
+    write_producer_snapshot(segment_file(directory, offset, SNAPSHOT_SUFFIX), entries)
+
+
+def write_leader_epochs(directory: Path, data: bytes) -> None:
+    """The partition's ``leader-epoch-checkpoint`` replaced whole (``LeaderEpochFileCache`` writing its
+    checkpoint after a truncation): a temporary file renamed over it."""
+    fsutil.atomic_write_bytes(directory / LEADER_EPOCH_CHECKPOINT, data)
 
 
 def replace_segments(directory: Path, cleaned: Sequence[Path], base: int, old: Sequence[Segment]) -> None:

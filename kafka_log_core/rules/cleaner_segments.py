@@ -2,8 +2,9 @@
 
 One kernel call covers a whole segment; this module does what the kernels hand back, and only that:
 
-* a compressed batch: decompressed here with the codec library, then the ``*_area`` kernel decides it
-  (and records it rebuilt are compressed here again);
+* a run of compressed batches the kernels leave to the readable reader (data their codec library refuses,
+  or no such library): decompressed here with the codec library (:class:`Run`); a batch of theirs that
+  loses records is compressed here again (:class:`CleanedSegment` fills its hole);
 * a legacy (magic 0/1) entry: the readable path below;
 * an aborted transaction reaching its first offset, a full tracker table: :mod:`txn_tracker`;
 * a full output buffer: :class:`CleanedSegment` writes it out;
@@ -46,6 +47,7 @@ from kafka_log_core.kernels import (
     fields,
     header_scan,
     map_pass,
+    native_codecs,
     offset_map,
     scan,
     statuses,
@@ -305,17 +307,20 @@ class Run:
         self.bounds = np.ascontiguousarray(np.array([starts, ends], dtype=np.int64).reshape(2, -1).T)
 
 
-def new_karea(size: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The buffer the kernels decompress lz4 batches into: writable, and the same memory read-only (the
-    type every record source has in the kernels). One chunk's worth; made larger on STOP_AREA_ROOM."""
+def new_karea(size: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The buffer the kernels decompress compressed batches into: writable, and the same memory
+    read-only (the type every record source has in the kernels), with the codec entry points they call
+    (``native_codecs.codecs``). One chunk's worth; made larger on STOP_AREA_ROOM."""
     writable = np.empty(max(size, KAREA_BYTES), dtype=np.uint8)
-    return writable, fields.as_bytes(writable.view())
+    return writable, fields.as_bytes(writable.view()), native_codecs.codecs()
 
 
 KAREA_BYTES = 8 * 1024 * 1024
 
 
-def larger_karea(karea: tuple[np.ndarray, np.ndarray], max_batch_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+def larger_karea(
+    karea: tuple[np.ndarray, np.ndarray, np.ndarray], max_batch_bytes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Room for one more lz4 batch: twice as much, never more than one batch may take (its limit and a
     block)."""
     return new_karea(min(2 * karea[0].shape[0], max_batch_bytes) + codec_kernels.LZ4_MAX_BLOCK)

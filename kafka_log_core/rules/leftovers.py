@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import fsutil, storage
+from kafka_log_core import storage
 from kafka_log_core.format import log_file
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
@@ -35,6 +35,7 @@ from kafka_log_core.format.filenames import (
     parse_segment_file,
     segment_file,
 )
+from kafka_log_core.log.segment_files import delete_files, rename_files
 
 
 @dataclass(frozen=True)
@@ -109,16 +110,5 @@ def plan_leftovers(directory: str | os.PathLike[str]) -> LeftoverPlan:
 
 def apply_leftovers(plan: LeftoverPlan) -> None:
     """Carry out a plan in the loader's order: deletions, then renames."""
-    d = plan.directory
-    for path in plan.delete:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-    if plan.delete:
-        fsutil.fsync_dir(d)
-    for src, dst in plan.rename:
-        if storage.exists(src):
-            os.replace(src, dst)
-    if plan.rename:
-        fsutil.fsync_dir(d)
+    delete_files(plan.directory, plan.delete)
+    rename_files(plan.directory, plan.rename)

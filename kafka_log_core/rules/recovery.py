@@ -65,7 +65,7 @@ from kafka_log_core.format.filenames import (
     segment_file,
 )
 from kafka_log_core.format.offset_index import OffsetIndex
-from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, write_producer_snapshot
+from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry
 from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import encode_txn_index
 from kafka_log_core.log.log_dir import (
@@ -83,6 +83,8 @@ from kafka_log_core.log.segment_files import (
     mark_deleted,
     remove_deleted,
     rewrite_segment,
+    write_leader_epochs,
+    write_snapshot,
 )
 from kafka_log_core.rules.producer_recovery import (
     ProducerStateManagerModel,
@@ -713,11 +715,11 @@ def apply_recovery(plan: RecoveryPlan) -> None:
     for base in plan.empty_time_indexes:
         create_empty_time_index(d, base)
     for offset, entries in plan.snapshots_written.items():
-        write_producer_snapshot(segment_file(d, offset, SNAPSHOT_SUFFIX), entries)
+        write_snapshot(d, offset, entries)
     if plan.snapshots_deleted:
         delete_snapshots(d, [o for o in plan.snapshots_deleted if o not in plan.snapshots_written])
     if plan.epoch_file is not None:
-        fsutil.atomic_write_bytes(d / checkpoints.LEADER_EPOCH_CHECKPOINT, plan.epoch_file)
+        write_leader_epochs(d, plan.epoch_file)
     remove_deleted(d, marked)
 
 

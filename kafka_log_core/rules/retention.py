@@ -67,10 +67,15 @@ from kafka_log_core.format.filenames import (
     TopicPartition,
     segment_file,
 )
-from kafka_log_core.format.producer_snapshot import write_producer_snapshot
 from kafka_log_core.log.log_dir import update_checkpoints
 from kafka_log_core.log.partition_log import PartitionLog
-from kafka_log_core.log.segment_files import create_empty_segment, mark_deleted, remove_deleted
+from kafka_log_core.log.segment_files import (
+    create_empty_segment,
+    mark_deleted,
+    remove_deleted,
+    write_leader_epochs,
+    write_snapshot,
+)
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
 
@@ -318,7 +323,7 @@ def _roll(log: PartitionLog, base: int) -> bool:
     written = False
     if not storage.exists(snapshot):  # ProducerStateManager.takeSnapshot skips an offset already snapshotted
         # The broker's in-memory table at the LEO: nothing expired is dropped between its expiry checks.
-        write_producer_snapshot(snapshot, build_producer_table(log, 0, None).snapshot_entries())
+        write_snapshot(directory, base, build_producer_table(log, 0, None).snapshot_entries())
         written = True
     create_empty_segment(directory, base)
     return written
@@ -332,7 +337,7 @@ def _truncate_leader_epochs(directory: Path, log_start: int) -> bool:
     truncated = checkpoints.truncate_from_start(entries, log_start)
     if truncated == entries:
         return False
-    checkpoints.write_leader_epoch_checkpoint(path, truncated)
+    write_leader_epochs(directory, checkpoints.format_leader_epoch_checkpoint(truncated))
     return True
 
 

@@ -1,5 +1,6 @@
-"""What a task gives back to the driver: its partition's result row, with a typed status, and what the
-driver does next for that partition.
+"""What a task gives back to the driver: its partition's result row, with a typed status
+(:class:`~kafka_log_core.status.Status`, also importable from here), and what the driver does next for
+that partition.
 
 The row is for the user (the result table); the driver's next steps do not travel in it:
 
@@ -13,24 +14,15 @@ The row is for the user (the result table); the driver's next steps do not trave
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.rules.recovery import RecoveredPartition
+from kafka_log_core.status import Status
 
-
-class Status(StrEnum):
-    """A result row's ``status`` column (a ``str``: it prints and serializes as its value)."""
-
-    CLEANED = "cleaned"
-    WOULD_CLEAN = "would clean"
-    DELETED = "deleted"
-    WOULD_DELETE = "would delete"
-    OK = "ok"  # a report row
-    EXPORTED = "exported"
-    SKIPPED = "skipped"  # nothing to do, or another job writes the partition now
-    FAILED = "failed"
-    SPLIT = "split"  # an executor left the partition for the driver to clean in split tasks
+__all__ = [
+    "Status",
+    "TaskOutcome",
+]  # Status lives in kafka_log_core.status; the tasks and jobs import it here too
 
 
 @dataclass(frozen=True, slots=True)

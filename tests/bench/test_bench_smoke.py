@@ -40,13 +40,13 @@ def assert_positive_ratios(report: dict, names: list[str]) -> None:
 
 
 def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
-    report = run_bench(tmp_path, "--skip", "spark,kafka,skew,split,partitions")
+    report = run_bench(tmp_path, "--skip", "spark,kafka,skew,split,partitions,tables")
     assert {"schema", "timestamp", "quick", "machine", "workload", "measurements", "sections", "ratios",
             "targets", "notes", "files"} <= set(report)  # fmt: skip
     assert report["quick"] is True
     for name in ("raw", "scan", "compaction", "memory", "sweep"):
         assert report["sections"][name]["status"] == "ok", report["sections"][name]
-    for name in ("spark", "kafka", "skew", "split", "partitions"):
+    for name in ("spark", "kafka", "skew", "split", "partitions", "tables"):
         assert report["sections"][name]["status"] == "skipped"
     assert_positive_ratios(
         report,
@@ -84,7 +84,8 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
     assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
     targets = {t["name"]: t for t in report["targets"]}
-    assert len(targets) == 22  # 15 in evaluate_targets, the skew and the split sections' own, 5 of partitions
+    # 15 in evaluate_targets, the skew and the split sections' own, 5 of partitions, 1 of tables
+    assert len(targets) == 23
     for t in targets.values():
         assert t["comparison"] in (">=", "<=")
         assert t["verdict"].startswith(("MET", "MISSED", "NOT MEASURED"))
@@ -97,7 +98,7 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_reports_spark_scaling(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka,split,partitions")
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka,split,partitions,tables")
     sessions = {s["master"]: s for s in report["sections"]["spark"]["sessions"]}
     assert set(sessions) == {"local[1]", "local[2]"}
     assert sessions["local[1]"]["cores"] == 1 and sessions["local[2]"]["cores"] == 2
@@ -111,7 +112,7 @@ def test_quick_run_reports_spark_scaling(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_reports_skew_side_by_side(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka,split,partitions")
+    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka,split,partitions,tables")
     skew = report["sections"]["skew"]
     assert skew["status"] == "ok" and skew["cores"] == 2
     runs = skew["runs"]

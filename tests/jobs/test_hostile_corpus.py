@@ -216,6 +216,21 @@ def _huge_setting_topic_file(root: Path) -> list[str]:
     return ["retain", "--log-dir", str(root / "logs"), "--conf-dir", str(conf), "--now-ms", str(NOW)]
 
 
+def _fifo_checkpoint_offsets(root: Path) -> list[str]:
+    healthy(log_dir(root) / "orders-0")
+    (root / "logs" / "replication-offset-checkpoint").unlink()
+    fifo(root / "logs" / "replication-offset-checkpoint")
+    return _offsets(root, "--time", "-1")
+
+
+def _meta_properties_offsets(text: str) -> Callable[[Path], list[str]]:
+    def build(root: Path) -> list[str]:
+        healthy(log_dir(root, meta=text) / "orders-0")
+        return _offsets(root, "--time", "-1")
+
+    return build
+
+
 SOLO = {
     "dump: a FIFO named like a .log": Solo(_fifo_log_dump, 1, rf"{SEG0}\.log.*not a regular file \(a FIFO\)"),
     "dump: a FIFO named like a .index": Solo(
@@ -255,6 +270,19 @@ SOLO = {
     "dump: a batch header claiming 2^31-1 records": Solo(
         _count_lie_dump, 1, rf"{SEG0}\.log at position 0: .*claims 2147483647 records"
     ),
+    "offsets: a FIFO named like a log-dir checkpoint": Solo(
+        _fifo_checkpoint_offsets, 1, r"replication-offset-checkpoint: not a regular file \(a FIFO\)"
+    ),
+    "offsets: meta.properties version=99": Solo(
+        _meta_properties_offsets(f"version=99\nnode.id=1\ncluster.id={CLUSTER_ID}\n"),
+        1,
+        r"meta\.properties: version: expected 0 or 1, found '99'",
+    ),  # fmt: skip
+    "offsets: meta.properties node.id=abc": Solo(
+        _meta_properties_offsets(f"version=1\nnode.id=abc\ncluster.id={CLUSTER_ID}\n"),
+        1,
+        r"meta\.properties: node\.id: expected an int32, found 'abc'",
+    ),  # fmt: skip
     "retain --set retention.ms=<5000 digits>": Solo(_huge_setting_flag, 2, r"retention\.ms.*long"),
     "retain: retention.ms=<5000 digits> in a topic file": Solo(
         _huge_setting_topic_file, 2, r"retention\.ms.*orders\.properties.*long"
@@ -348,6 +376,13 @@ def _overlapping_segments_partition(ld: Path) -> None:
     segment(d, 4, [kafka_python_batch(4, records(4, 2), ts=TS)])
 
 
+def _last_offset_delta_lie_partition(ld: Path) -> None:
+    """A sealed batch of 4 records whose lastOffsetDelta says 1 (offsets 0..1), CRC correct."""
+    area = kafka_python_batch(0, records(0, 4), ts=TS)[61:]
+    segment(ld / "deltalie-0", 0, [raw_batch(0, 1, 4, area, ts=TS)])
+    segment(ld / "deltalie-0", 4, [kafka_python_batch(4, records(4, 2), ts=TS)])  # the active segment
+
+
 def _symlink_alias(ld: Path) -> None:
     os.symlink("good-0", ld / "x-0")
 
@@ -399,6 +434,13 @@ HOSTILE_RUN = {
         "failed",
         rf"overseg-0/{SEG0}\.log.*next segment",
         ("overseg-0",),
+    ),  # fmt: skip
+    "compact: a lastOffsetDelta that cannot number the records": InLogDir(
+        _last_offset_delta_lie_partition,
+        ("deltalie", 0),
+        "failed",
+        rf"deltalie-0/{SEG0}\.log at position 0: .*holds 4 records, more than its offsets 0\.\.1 can number",
+        ("deltalie-0",),
     ),  # fmt: skip
     "compact: a symlink x-0 -> good-0 in the log dir": InLogDir(
         _symlink_alias, ("x", 0), "skipped", r"x-0.*alias.*good-0", ()

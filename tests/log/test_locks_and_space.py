@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -16,6 +13,7 @@ from kafka_log_core.log.partition_log import LogDirState
 from kafka_log_core.rules import cleaner_segments
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
+from tests.hostile import another_process_holding
 from tests.logbuild import TS, batch, make_log
 
 NOW = TS + 3_600_000
@@ -43,35 +41,24 @@ def _snapshot(directory):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
 
 
-def _hold_partition_lock(log_dir):
-    """Another process running a job on t-0: holds our partition lock until killed."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
-            import time
-            from kafka_log_core.log import locks
-            from kafka_log_core.format.filenames import TopicPartition
-            with locks.partition_lock({str(log_dir)!r}, TopicPartition("t", 0)):
-                print("held", flush=True)
-                time.sleep(60)
-        """)],
-        stdout=subprocess.PIPE,
-    )  # fmt: skip
-    assert child.stdout.readline().strip() == b"held"
-    return child
+def _another_job_on_t0(log_dir):
+    """Another process running a job on t-0: holds our partition lock for the block."""
+    return another_process_holding(f"""
+        from kafka_log_core.log import locks
+        from kafka_log_core.format.filenames import TopicPartition
+        held = locks.partition_lock({str(log_dir)!r}, TopicPartition("t", 0))
+        held.__enter__()
+    """)
 
 
 def test_two_jobs_cannot_write_the_same_partition(tmp_path):
     d = _layout(tmp_path)
     before = _snapshot(d)
-    other = _hold_partition_lock(tmp_path)
-    try:
+    with _another_job_on_t0(tmp_path):
         row = _compact(tmp_path)
         assert row["status"] == "skipped"  # the other job's result stands: nothing failed
         assert "being written by another kafka-log-jobs process" in row["reason"]
         assert _snapshot(d) == before
-    finally:
-        other.kill()
-        other.wait()
     assert _compact(tmp_path)["status"] == "cleaned"  # the lock died with its process
 
 
@@ -118,12 +105,9 @@ def test_a_running_broker_is_refused_and_cannot_start_under_a_job(kafka_broker, 
     assert row["status"] == "failed" and "running" in row["reason"]
     broker.stop()
     # While a job holds the log dir, the broker refuses to start (it cannot take .lock).
-    other = _hold_partition_lock(log_dir)
     try:
-        with pytest.raises(BrokerHarnessError, match=r"(?i)lock"):
+        with _another_job_on_t0(log_dir), pytest.raises(BrokerHarnessError, match=r"(?i)lock"):
             broker.start(timeout=30)
     finally:
-        other.kill()
-        other.wait()
         if broker.running:
             broker.stop()

@@ -1,0 +1,180 @@
+"""Codec C entry points called from the compiled passes, so that no compressed batch costs a Python call.
+
+The libraries are the ones the codec packages we depend on ship in their wheels (never the OS's):
+libzstd inside ``zstandard``'s cffi module (``ZSTD_decompressDCtx``, ``ZSTD_compress2``), lz4 inside
+``lz4.block``'s extension (``LZ4_compress_fast_continue`` on a freshly reset stream, which is what
+``lz4.block.compress`` calls: the same bytes as our Python writer), libdeflate inside ``deflate``'s
+(gzip members, one-shot: faster than zlib on batch-sized data, and bounded by the room it is given; its
+level-6 output is other bytes than zlib's for the same records). Their addresses, and one zstd context of each kind
+per thread, travel into the kernels as the ``CODECS`` int64 array (``C_*`` slots; 0: not available,
+the kernels then hand the batch back to Python as before). Addresses are arguments, not constants
+compiled in, so numba's on-disk cache stays valid from one process to the next.
+
+The calls (:func:`call_sized`, :func:`call_lz4`) are numba intrinsics: an indirect call through the
+address with the C signature, nothing else.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import threading
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from kafka_log_core.format import compression
+
+C_ZSTD_DECOMPRESS, C_ZSTD_DCTX, C_ZSTD_COMPRESS, C_ZSTD_CCTX, C_LZ4_COMPRESS, C_LZ4_RESET, C_LZ4_STATE = (
+    range(7)
+)
+C_GZIP_DECOMPRESS, C_GZIP_DSTATE, C_GZIP_COMPRESS, C_GZIP_CSTATE, C_GZIP_BOUND = range(7, 12)
+CODEC_SLOTS = 12
+GZIP_OK, GZIP_NO_ROOM = 0, 3  # libdeflate_result: LIBDEFLATE_SUCCESS, LIBDEFLATE_INSUFFICIENT_SPACE
+ZSTD_DST_TOO_SMALL = 70  # ZSTD_error_dstSize_tooSmall: ``-(result)`` of a call whose output did not fit
+ZSTD_MAX_ERROR = 120  # results above ``2**64 - ZSTD_MAX_ERROR`` are error codes (ZSTD_isError)
+_ZSTD_C_LEVEL = 100  # ZSTD_c_compressionLevel
+_ZSTD_C_CONTENT_SIZE = 200  # ZSTD_c_contentSizeFlag (Kafka's streams write no content size)
+_ZSTD_C_CHECKSUM = 201  # ZSTD_c_checksumFlag
+
+
+def _caller(result_bits: int, arg_bits: tuple[int, ...]):
+    """An intrinsic ``call(fn, *args)`` calling the C function at address ``fn`` whose arguments are
+    integers (or pointers) of ``arg_bits`` bits and whose result has ``result_bits`` (0: void); every
+    value is passed and returned as an int64."""
+
+    @intrinsic
+    def call(typingctx, fn, args):
+        if not isinstance(args, types.UniTuple) or args.count != len(arg_bits):
+            return None
+        sig = types.int64(types.int64, args)
+
+        def codegen(context, builder, signature, values):
+            i64 = ir.IntType(64)
+            result_type = ir.IntType(result_bits) if result_bits else ir.VoidType()
+            fnty = ir.FunctionType(result_type, [ir.IntType(bits) for bits in arg_bits])
+            given = cgutils.unpack_tuple(builder, values[1], len(arg_bits))
+            actual = [
+                builder.trunc(v, ir.IntType(bits)) if bits < 64 else v
+                for v, bits in zip(given, arg_bits, strict=True)
+            ]
+            result = builder.call(builder.inttoptr(values[0], fnty.as_pointer()), actual)
+            if not result_bits:
+                return ir.Constant(i64, 0)
+            return builder.sext(result, i64) if result_bits < 64 else result
+
+        return sig, codegen
+
+    return call
+
+
+# size_t f(ctx*, void *dst, size_t capacity, const void *src, size_t size): the zstd one-shot calls
+call_sized = _caller(64, (64, 64, 64, 64, 64))
+# int LZ4_compress_fast_continue(LZ4_stream_t*, const char *src, char *dst, int size, int capacity, int acceleration)
+call_lz4 = _caller(32, (64, 64, 64, 32, 32, 32))
+# void LZ4_resetStream(LZ4_stream_t*)
+call_void = _caller(0, (64,))
+# enum libdeflate_result libdeflate_gzip_decompress_ex(d*, const void *in, size_t in_size, void *out,
+#     size_t out_room, size_t *in_used, size_t *out_used)
+call_inflate = _caller(32, (64, 64, 64, 64, 64, 64, 64))
+# size_t libdeflate_gzip_compress_bound(c*, size_t size)
+call_bound = _caller(64, (64, 64))
+
+
+def _address(lib: ctypes.CDLL, name: str) -> int:
+    return int(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0)
+
+
+def _load(path: str) -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(path)
+    except OSError:
+        return None
+
+
+def _zstd_library() -> ctypes.CDLL | None:
+    spec = importlib.util.find_spec("zstandard._cffi")  # where the module is, without importing it
+    lib = _load(spec.origin) if spec is not None and spec.origin else None
+    if lib is None or not hasattr(lib, "ZSTD_decompressDCtx") or not hasattr(lib, "ZSTD_compress2"):
+        return None
+    lib.ZSTD_createDCtx.restype = lib.ZSTD_createCCtx.restype = ctypes.c_void_p
+    lib.ZSTD_CCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    lib.ZSTD_CCtx_setParameter.restype = ctypes.c_size_t
+    return lib
+
+
+def _gzip_library() -> ctypes.CDLL | None:
+    spec = importlib.util.find_spec("deflate._deflate")
+    lib = _load(spec.origin) if spec is not None and spec.origin else None
+    names = ("libdeflate_gzip_decompress_ex", "libdeflate_gzip_compress", "libdeflate_gzip_compress_bound")
+    if lib is None or not all(hasattr(lib, name) for name in names):
+        return None
+    lib.libdeflate_alloc_compressor.restype = lib.libdeflate_alloc_decompressor.restype = ctypes.c_void_p
+    lib.libdeflate_alloc_compressor.argtypes = [ctypes.c_int]
+    return lib
+
+
+def _lz4_library() -> ctypes.CDLL | None:
+    import lz4.block
+
+    lib = _load(lz4.block._block.__file__)
+    names = ("LZ4_compress_fast_continue", "LZ4_resetStream", "LZ4_sizeofState")
+    return lib if lib is not None and all(hasattr(lib, name) for name in names) else None
+
+
+_LIBS: dict[str, ctypes.CDLL | None] = {}
+_LOCAL = threading.local()
+
+
+def codecs() -> np.ndarray:
+    """This thread's ``CODECS`` array (its own zstd contexts: a context is used by one thread at a time)."""
+    table = getattr(_LOCAL, "codecs", None)
+    if table is None:
+        table, _LOCAL.lz4_state = _new_table()
+        _LOCAL.codecs = table
+    return table
+
+
+def _new_table() -> tuple[np.ndarray, np.ndarray]:
+    """A table and the lz4 stream state it points at (kept alive beside it)."""
+    if not _LIBS:
+        _LIBS["zstd"], _LIBS["lz4"], _LIBS["gzip"] = _zstd_library(), _lz4_library(), _gzip_library()
+    table = np.zeros(CODEC_SLOTS, dtype=np.int64)
+    zstd, lz4 = _LIBS["zstd"], _LIBS["lz4"]
+    if zstd is not None:
+        dctx, cctx = zstd.ZSTD_createDCtx(), zstd.ZSTD_createCCtx()
+        settings = ((_ZSTD_C_LEVEL, compression.ZSTD_LEVEL), (_ZSTD_C_CONTENT_SIZE, 0), (_ZSTD_C_CHECKSUM, 0))
+        if (
+            dctx
+            and cctx
+            and all(zstd.ZSTD_CCtx_setParameter(cctx, k, v) < 2**64 - ZSTD_MAX_ERROR for k, v in settings)
+        ):
+            table[C_ZSTD_DECOMPRESS] = _address(zstd, "ZSTD_decompressDCtx")
+            table[C_ZSTD_DCTX] = dctx
+            table[C_ZSTD_COMPRESS] = _address(zstd, "ZSTD_compress2")
+            table[C_ZSTD_CCTX] = cctx
+    state = np.zeros(0, dtype=np.uint64)
+    if lz4 is not None:
+        state = np.zeros((lz4.LZ4_sizeofState() + 7) // 8, dtype=np.uint64)  # LZ4_stream_t, 8-byte aligned
+        table[C_LZ4_COMPRESS] = _address(lz4, "LZ4_compress_fast_continue")
+        table[C_LZ4_RESET] = _address(lz4, "LZ4_resetStream")
+        table[C_LZ4_STATE] = state.ctypes.data
+    gzip = _LIBS["gzip"]
+    if gzip is not None:
+        inflater = gzip.libdeflate_alloc_decompressor()
+        deflater = gzip.libdeflate_alloc_compressor(compression.GZIP_LEVEL)
+        if inflater and deflater:
+            table[C_GZIP_DECOMPRESS] = _address(gzip, "libdeflate_gzip_decompress_ex")
+            table[C_GZIP_DSTATE] = inflater
+            table[C_GZIP_COMPRESS] = _address(gzip, "libdeflate_gzip_compress")
+            table[C_GZIP_CSTATE] = deflater
+            table[C_GZIP_BOUND] = _address(gzip, "libdeflate_gzip_compress_bound")
+    table.flags.writeable = False
+    return table, state
+
+
+NO_CODECS = np.zeros(CODEC_SLOTS, dtype=np.int64)  # every batch handed back to Python
+NO_CODECS.flags.writeable = False

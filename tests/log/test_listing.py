@@ -1,0 +1,118 @@
+"""The listing every job starts from (:mod:`kafka_log_core.log.listing`): each directory once whatever its
+names (issue #24 point 2: a symlink, a bind mount, a log dir given twice, a partition directory reached
+from a second log dir); a log dir the broker would take offline refused alone (point 5); a log dir a
+running broker holds."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from kafka_log_core.log.listing import list_log_dirs
+from tests.hostile import another_process_holding, bind_mount, kafka_python_batch
+
+
+def _log_dir(path, *names):
+    for name in names:
+        d = path / name
+        d.mkdir(parents=True)
+        (d / "00000000000000000000.log").write_bytes(kafka_python_batch(0, [(b"k", b"v")]))
+        (d / "00000000000000000000.index").touch()
+        (d / "00000000000000000000.timeindex").touch()
+    (path / ".lock").touch()
+    return path
+
+
+def _listed(listing):
+    return sorted((os.path.basename(t.log_dir), t.topic, t.partition) for t in listing.tasks)
+
+
+def test_a_log_dir_given_twice_under_two_names_is_listed_once(tmp_path):
+    logs = _log_dir(tmp_path / "logs", "orders-0", "orders-1")
+    os.symlink(logs, tmp_path / "same")
+    listing = list_log_dirs([str(logs), str(tmp_path / "same")], None, writing=False)
+    assert _listed(listing) == [("logs", "orders", 0), ("logs", "orders", 1)]
+    assert listing.notes == [
+        f"--log-dir {tmp_path / 'same'} is the same directory as --log-dir {logs}: listed once"
+    ]
+
+
+def test_a_log_dir_mounted_a_second_time_and_given_twice_is_listed_once(tmp_path):
+    logs = _log_dir(tmp_path / "logs", "orders-0")
+    with bind_mount(logs, tmp_path / "again") as again:
+        listing = list_log_dirs([str(logs), str(again)], None, writing=False)
+    assert _listed(listing) == [("logs", "orders", 0)]
+    assert listing.notes == [f"--log-dir {again} is the same directory as --log-dir {logs}: listed once"]
+
+
+def test_a_partition_directory_mounted_under_a_second_name_is_an_alias(tmp_path):
+    logs = _log_dir(tmp_path / "logs", "orders-0")
+    with bind_mount(logs / "orders-0", logs / "x-0"):
+        listing = list_log_dirs([str(logs)], None, writing=True)
+    assert _listed(listing) == [("logs", "orders", 0)]
+    (row,) = listing.skipped
+    assert (row.topic, row.partition, row.status) == ("x", 0, "skipped")
+    assert row.reason == (
+        f"{logs / 'x-0'}: a second name (a bind mount), the same directory as orders-0: an alias, skipped "
+        "(worked on as orders-0)"
+    )
+
+
+def test_an_alias_of_a_topic_not_selected_is_not_mentioned(tmp_path):
+    logs = _log_dir(tmp_path / "logs", "orders-0", "payments-0")
+    os.symlink("orders-0", logs / "x-0")
+    listing = list_log_dirs([str(logs)], re.compile("payments"), writing=False)
+    assert _listed(listing) == [("logs", "payments", 0)] and listing.skipped == []
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A process holding ``.lock`` of a log dir as a running broker does (an exclusive POSIX lock)."""
+    logs = _log_dir(tmp_path / "logs", "orders-0", "orders-1")
+    with another_process_holding(f"""
+        import fcntl, os
+        fd = os.open({str(logs / ".lock")!r}, os.O_RDWR)
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+    """):
+        yield logs
+
+
+def test_a_log_dir_a_broker_holds_fails_each_partition_for_a_job_that_writes(broker, tmp_path):
+    other = _log_dir(tmp_path / "other", "clicks-0")
+    listing = list_log_dirs([str(broker), str(other)], None, writing=True)
+    assert _listed(listing) == [("other", "clicks", 0)]
+    assert [(row.topic, row.partition) for row in listing.failed] == [("orders", 0), ("orders", 1)]
+    assert {row.reason for row in listing.failed} == {
+        f"{broker / '.lock'} is held by a running Kafka broker: stop it before running a job that writes"
+    }
+
+
+def test_a_log_dir_a_broker_holds_is_read_with_a_note(broker):
+    listing = list_log_dirs([str(broker)], None, writing=False)
+    assert _listed(listing) == [("logs", "orders", 0), ("logs", "orders", 1)] and listing.failed == []
+    assert f"{broker}: a running broker holds this log dir; figures may change under us" in listing.notes
+
+
+def test_a_partition_directory_reached_from_a_second_log_dir_is_skipped_there(tmp_path):
+    first = _log_dir(tmp_path / "a", "orders-0")
+    second = _log_dir(tmp_path / "b", "payments-0")
+    os.symlink(first / "orders-0", second / "orders-0")
+    listing = list_log_dirs([str(first), str(second)], None, writing=False)
+    assert _listed(listing) == [("a", "orders", 0), ("b", "payments", 0)]
+    (row,) = listing.skipped
+    assert row.status == "skipped" and row.log_dir == str(second) and "an alias" in row.reason
+
+
+def test_a_log_dir_whose_meta_properties_the_broker_cannot_read_fails_its_partitions_and_not_the_others(
+    tmp_path,
+):
+    bad = _log_dir(tmp_path / "bad", "orders-0")
+    (bad / "meta.properties").write_text("version=99\nnode.id=1\ncluster.id=J8qXyFz5T2uY8Vq5dA7bWw\n")
+    good = _log_dir(tmp_path / "good", "orders-1")
+    listing = list_log_dirs([str(bad), str(good)], None, writing=False)
+    assert _listed(listing) == [("good", "orders", 1)]
+    (row,) = listing.failed
+    assert row.partition == 0 and "the broker would take this log dir offline" in row.reason
+    assert "meta.properties: version: expected 0 or 1, found '99'" in row.reason
