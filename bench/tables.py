@@ -174,24 +174,9 @@ def measure(work: Path, *, quick: bool, master: str) -> dict:
 
 def run_section(report, quick: bool, work: Path) -> None:
     """Measure in a process of its own (as every section) and add rows, ratios and the section."""
-    import subprocess
+    from bench.report import Row, section_result
 
-    from bench.report import Row
-
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.tables",
-        "--work",
-        str(work / "tables"),
-        *(["--quick"] if quick else []),
-    ]
-    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
-    result = json.loads(lines[-1])
+    result = section_result("tables", work, ["--quick"] if quick else [])
     for name, run in result["runs"].items():
         note = f"{run['rows_per_s_per_core']:,.0f} rows/s/core" if "rows_per_s_per_core" in run else ""
         report.rows.append(Row("tables", f"tables {result['master']}: {name}", 0, run["seconds"], run["rows"],

@@ -46,11 +46,7 @@ from tests.registry import registry_records as rr
 
 pytestmark = pytest.mark.broker
 
-AVRO_V1 = json.dumps(
-    {"type": "record", "name": "Order", "namespace": "shop",
-     "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"},
-                {"name": "qty", "type": "int"}]}
-)  # fmt: skip
+AVRO_V1 = producers.ORDER_V1
 AVRO_V2 = json.dumps(
     {"type": "record", "name": "Order", "namespace": "shop",
      "fields": [{"name": "id", "type": "long"}, {"name": "qty", "type": "long"},
