@@ -107,13 +107,14 @@ def append(log_dir: Path, start: int, count: int, keys: int, seed: int) -> None:
 
 def _export(spark, log_dir: Path, topic: str, settings) -> tuple[float, int]:
     from jobs import export
+    from kafka_log_core.work.outcome import Status
 
     if settings.catalog is not None:
         settings.catalog.configure(spark)
     t0 = time.monotonic()
     rows = export.run(spark, [str(log_dir)], topic, settings)
     seconds = time.monotonic() - t0
-    failed = [r for r in rows if r["status"] != "exported"]
+    failed = [r for r in rows if r["status"] != Status.EXPORTED]
     if failed:
         raise RuntimeError(f"export of {topic} failed: {failed[0]['reason']}")
     return seconds, sum(r["rows"] for r in rows)
