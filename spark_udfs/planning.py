@@ -73,11 +73,19 @@ class Split(InputPartition):
 # ------------------------------------------------------------------------------------------ partitions
 def find_partitions(options: ReadOptions) -> list[PartitionTask]:
     """The selected partition directories of every given path, sorted by topic and partition; one
-    partition in two log dirs is refused (a JBOD broker keeps each partition in one dir)."""
+    partition in two log dirs is refused (a JBOD broker keeps each partition in one dir). A directory is
+    read once whatever its names, as the jobs list it: one reached again (the same log dir under a second
+    path, a symlink or bind mount in another log dir, a partition directory given beside its log dir) is
+    the first name's, never read twice."""
     found: dict[TopicPartition, PartitionTask] = {}
+    seen: set[tuple[int, int] | Path] = set()  # partition directories by (device, inode)
     for log_dir, listed in _log_dirs(options.paths):
         state = LogDirState.read(log_dir)
         for tp in listed:
+            identity = _identity(log_dir / tp.dir_name)
+            if identity in seen:
+                continue
+            seen.add(identity)
             if not options.selection.admits(tp):
                 continue
             if tp in found:
@@ -104,6 +112,16 @@ def expand_paths(paths: tuple[str, ...]) -> list[Path]:
         parts = [path] if storage.is_dir(path) or "," not in path else [p.strip() for p in path.split(",")]
         out += [Path(p) for p in parts if p]
     return out
+
+
+def _identity(directory: Path) -> tuple[int, int] | Path:
+    """A directory as (device, inode); its path when it cannot be looked at (gone since it was listed:
+    reading it then fails, naming it)."""
+    try:
+        st = storage.stat(directory)
+    except OSError:
+        return directory
+    return st.st_dev, st.st_ino
 
 
 def _log_dirs(paths: tuple[str, ...]) -> Iterator[tuple[Path, list[TopicPartition]]]:

@@ -32,7 +32,12 @@ LAYERS = {
     "simulator": 6,
 }
 # Same-rank layers that must not import each other either.
-INDEPENDENT = {frozenset({"log", "settings"}), frozenset({"tools", "work"})}
+INDEPENDENT = {
+    frozenset({"log", "settings"}),
+    frozenset({"log", "registry"}),
+    frozenset({"registry", "settings"}),
+    frozenset({"tools", "work"}),
+}
 # Build-time uses of the simulator on the jobs side: (module, enclosing function).
 SIMULATOR_AT_BUILD_TIME = {("jobs.package", "warm_up")}
 

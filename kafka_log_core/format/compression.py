@@ -66,9 +66,9 @@ GZIP_LEVEL = 6  # zlib's default, what Java's Deflater uses for level -1
 LZ4_LEVEL = 9
 ZSTD_LEVEL = 3
 
-_SNAPPY_MAGIC = b"\x82SNAPPY\x00"
-_SNAPPY_HEADER = _SNAPPY_MAGIC + struct.pack(">ii", 1, 1)  # version 1, min compatible version 1
-_SNAPPY_BLOCK = 32 * 1024  # snappy-java's default block size
+SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+SNAPPY_HEADER = SNAPPY_MAGIC + struct.pack(">ii", 1, 1)  # version 1, min compatible version 1
+SNAPPY_BLOCK = 32 * 1024  # snappy-java's default block size
 _INT32 = struct.Struct(">i")
 _UINT32_LE = struct.Struct("<I")
 
@@ -233,9 +233,9 @@ def _gzip_decompress(data: bytes, limit: int) -> bytes:
 
 
 def _snappy_compress(data: bytes) -> bytes:
-    parts = [_SNAPPY_HEADER]
-    for i in range(0, len(data), _SNAPPY_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(data[i : i + _SNAPPY_BLOCK]))
+    parts = [SNAPPY_HEADER]
+    for i in range(0, len(data), SNAPPY_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[i : i + SNAPPY_BLOCK]))
         parts.append(_INT32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -257,9 +257,9 @@ def _snappy_block(block: bytes, total: int, limit: int) -> bytes:
 
 
 def _snappy_decompress(data: bytes, limit: int) -> bytes:
-    if not data.startswith(_SNAPPY_MAGIC):
+    if not data.startswith(SNAPPY_MAGIC):
         return _snappy_block(data, 0, limit)
-    pos, out, total = len(_SNAPPY_HEADER), [], 0
+    pos, out, total = len(SNAPPY_HEADER), [], 0
     if len(data) < pos:
         raise CompressionError("truncated xerial snappy header")
     while pos < len(data):

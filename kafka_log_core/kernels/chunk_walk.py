@@ -4,10 +4,10 @@ then each batch is decided in order by the pass (:mod:`map_pass`, :mod:`clean_pa
 
 A chunk is the record table (one int64 row per record, ``record_walk.R_*`` columns), the key digests,
 and one int64 row per batch (``B_*``); its state (``CHUNK_STATE``) is kept between kernel calls, so a
-stop resumes the chunk it stopped in. Compressed batches: lz4 and zstd frames are decompressed here
-(:mod:`codec_kernels`, into ``karea``); other codecs (and frames the kernels leave to the readable
-reader) stop the walk (``STOP_COMPRESSED``) and Python hands back their records decompressed
-(``areas``/``bounds``).
+stop resumes the chunk it stopped in. Compressed batches are decompressed here (:mod:`codec_kernels`,
+into ``karea``); data a codec library refuses (and every batch of a codec whose library is missing)
+stops the walk (``STOP_COMPRESSED``) and Python hands back their records decompressed, or the reader's
+error (``areas``/``bounds``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ from kafka_log_core.format.record_batch import (
     MIN_RECORD_BYTES,
 )
 from kafka_log_core.kernels.batch_header import BASE_OFFSET_AT, RECORDS_COUNT_AT, framing
-from kafka_log_core.kernels.codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, lz4_frame, zstd_frames
+from kafka_log_core.kernels.codec_kernels import (
+    LZ4_NEEDS_ROOM,
+    LZ4_OK,
+    gzip_members,
+    lz4_frame,
+    snappy_stream,
+    zstd_frames,
+)
 from kafka_log_core.kernels.crc32c import crc32c
 from kafka_log_core.kernels.digest_store import STORE_NONE, STORE_STATE, STORE_USE
 from kafka_log_core.kernels.fields import prefetch_row, read_i16, read_i32, read_i64, read_u32
@@ -73,12 +80,12 @@ CHUNK_WALK_FAILED = 103
 B_POS, B_FIRST, B_WALKED, B_AREA = range(4)
 AREA_SEGMENT, AREA_KERNEL = -1, -2  # B_AREA: the segment's own bytes, karea; >= 0: a Python-decompressed one
 NOT_DECOMPRESSED = 100  # CHUNK_STATE.error of a batch Python could not decompress (not a record_walk.ERR_*)
-NONE_CODEC, LZ4_CODEC, ZSTD_CODEC = (
+NONE_CODEC, GZIP_CODEC, SNAPPY_CODEC = (
     int(CompressionType.NONE),
-    int(CompressionType.LZ4),
-    int(CompressionType.ZSTD),
+    int(CompressionType.GZIP),
+    int(CompressionType.SNAPPY),
 )
-# BatchRetention as plain ints for the compiled pass
+LZ4_CODEC, ZSTD_CODEC = int(CompressionType.LZ4), int(CompressionType.ZSTD)
 BATCH_COLUMNS = 4
 
 
@@ -121,7 +128,7 @@ def walk_chunk(
     ``stop_pos`` (a STOP_*/ERR_* status or _CHUNK_*). A batch whose records do not walk is the chunk's
     last, marked unwalked (phase B decides whether that matters); so is one whose record count its record
     area cannot hold: the chunk is sized by a count only once the bytes holding the records are known.
-    An lz4 or zstd batch decompresses here (``codecs``: :mod:`native_codecs`) to at most
+    A compressed batch decompresses here (``codecs``: :mod:`native_codecs`) to at most
     ``area_limit(count, max_batch_bytes)`` bytes."""
     nb = 0
     nr = 0
@@ -155,10 +162,14 @@ def walk_chunk(
         if codec and area_next < bounds.shape[0]:  # decompressed by Python (-1: it failed)
             source = SOURCE_AREAS
             a0, a1 = bounds[area_next, 0], bounds[area_next, 1]
-        elif codec == LZ4_CODEC or codec == ZSTD_CODEC:  # decompressed here, into karea
+        elif NONE_CODEC < codec <= ZSTD_CODEC:  # decoded here, into karea
             limit = min(max_batch_bytes, max(count, 0) * MAX_RECORD_BYTES)
             if codec == LZ4_CODEC:
                 found, kend = lz4_frame(buf, pos + HEADER_SIZE, pos + total, karea_w, kused, limit)
+            elif codec == SNAPPY_CODEC:
+                found, kend = snappy_stream(buf, pos + HEADER_SIZE, pos + total, karea_w, kused, limit)
+            elif codec == GZIP_CODEC:
+                found, kend = gzip_members(codecs, buf, pos + HEADER_SIZE, pos + total, karea_w, kused, limit)
             else:
                 found, kend = zstd_frames(codecs, buf, pos + HEADER_SIZE, pos + total, karea_w, kused, limit)
             if found == LZ4_NEEDS_ROOM:

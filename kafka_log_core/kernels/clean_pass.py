@@ -2,8 +2,8 @@
 disposition (deleted whole, filtered, kept empty), the keep rule per record, and the batch written to
 the output buffer unchanged, rebuilt, or as an empty header (Kafka's ``cleanInto`` and
 ``MemoryRecords.filterTo``). A compressed batch that loses records is rebuilt and compressed again here
-(lz4, zstd: :mod:`codec_kernels`); with another codec it is rebuilt uncompressed and left as a hole for
-Python to compress. The same keep rule for one legacy batch (``decide_keep``)."""
+(:mod:`codec_kernels`); only when the codec library is missing or refuses is it rebuilt uncompressed and
+left as a hole for Python to compress. The same keep rule for one legacy batch (``decide_keep``)."""
 
 from __future__ import annotations
 
@@ -336,7 +336,7 @@ def _clean_batch(
             if rec[r, R_KEEP]:
                 ts = h.max_timestamp if log_append else h.base_timestamp + rec[r, R_TS_DELTA]
                 rec[r, R_NEW_TS_DELTA] = ts - base_ts
-        if codec:  # compressed here (lz4, zstd), else left as a hole for Python to compress
+        if codec:  # compressed here, else (no library) left as a hole for Python to compress
             start = s.scratch_used
             rebuilt_end = _write_rebuilt(area, rec, r0, n, scratch, start)
             body_end = -1
@@ -419,8 +419,8 @@ def clean(
 ):  # fmt: skip
     """Pass 2 over ``buf[st.position:end]`` into the output buffer; the other arguments as for
     :func:`build_map`. A compressed batch that loses records is rebuilt into ``scratch``, then compressed
-    into the output (lz4, zstd) or left as a hole in it (``OUT_BATCH``) for Python to compress when it
-    writes the buffer out (snappy, gzip). ``keep``:
+    into the output, or (no library for its codec) left as a hole in it (``OUT_BATCH``) for Python to
+    compress when it writes the buffer out. ``keep``:
     the keep list, read when ``st.keep_list`` (then no key is hashed)."""
     c = cst[0]
     hash_upto = np.int64(-2) if st[0].keep_list else st[0].latest_offset

@@ -1,7 +1,7 @@
 """The codecs the compiled passes run themselves, so a run of compressed batches never goes back to
-Python: LZ4 frames decoded here (the codec whose batches are smallest and most numerous); zstd frames
-decoded, and rebuilt lz4 and zstd record areas compressed, by the libraries' C entry points
-(:mod:`native_codecs`).
+Python: LZ4 frames decoded here; zstd frames and gzip members decoded, and rebuilt lz4, zstd and gzip
+record areas compressed, by the libraries' C entry points (:mod:`native_codecs`); snappy decoded and
+encoded by :mod:`snappy_codec`, in its xerial framing here. Every decoder stops at the batch's limit.
 
 Frame (``compression`` has the readable reader and the writer; the format spec §7 the rules)::
 
@@ -25,8 +25,13 @@ import numpy as np
 from numba import njit
 
 from kafka_log_core.format import compression
-from kafka_log_core.kernels.fields import copy_bytes, write_u32_le
+from kafka_log_core.kernels.fields import copy_bytes, read_i32, write_u32_le
 from kafka_log_core.kernels.native_codecs import (
+    C_GZIP_BOUND,
+    C_GZIP_COMPRESS,
+    C_GZIP_CSTATE,
+    C_GZIP_DECOMPRESS,
+    C_GZIP_DSTATE,
     C_LZ4_COMPRESS,
     C_LZ4_RESET,
     C_LZ4_STATE,
@@ -34,11 +39,22 @@ from kafka_log_core.kernels.native_codecs import (
     C_ZSTD_COMPRESS,
     C_ZSTD_DCTX,
     C_ZSTD_DECOMPRESS,
+    GZIP_NO_ROOM,
+    GZIP_OK,
     ZSTD_DST_TOO_SMALL,
     ZSTD_MAX_ERROR,
+    call_bound,
+    call_inflate,
     call_lz4,
     call_sized,
     call_void,
+)
+from kafka_log_core.kernels.snappy_codec import (
+    SNAPPY_CHUNK,
+    SNAPPY_HEADER,
+    SNAPPY_MAGIC,
+    decode_block,
+    xerial_snappy,
 )
 
 LZ4_OK = 0
@@ -71,7 +87,8 @@ def _header_checksums() -> np.ndarray:
 _HC = _header_checksums()
 _FRAME_HEADER = np.frombuffer(compression.lz4_frame_header(2), dtype=np.uint8)
 _LZ4_BLOCK = compression.LZ4_BLOCK  # the block size our frames (and Kafka's) use
-_LZ4_CODEC, _ZSTD_CODEC = int(compression.LZ4), int(compression.ZSTD)
+_GZIP_CODEC = int(compression.GZIP)
+_SNAPPY_CODEC, _LZ4_CODEC, _ZSTD_CODEC = int(compression.SNAPPY), int(compression.LZ4), int(compression.ZSTD)
 _ZSTD_SMALL = 128 * 1024  # ZSTD_COMPRESSBOUND's margin for inputs below it
 
 
@@ -227,6 +244,11 @@ def compress_bound(codecs, codec, n):
         return _FRAME_HEADER.shape[0] + 4 + blocks * 4 + _lz4_block_bound(n) + 16 * blocks
     if codec == _ZSTD_CODEC and codecs[C_ZSTD_COMPRESS] != 0:
         return n + (n >> 8) + ((_ZSTD_SMALL - n) >> 11 if n < _ZSTD_SMALL else 0)  # ZSTD_COMPRESSBOUND
+    if codec == _GZIP_CODEC and codecs[C_GZIP_COMPRESS] != 0:
+        return call_bound(codecs[C_GZIP_BOUND], (codecs[C_GZIP_CSTATE], np.int64(n)))
+    if codec == _SNAPPY_CODEC:  # the header, then per chunk its length and at most 32 + n + n / 6 bytes
+        chunks = (n + SNAPPY_CHUNK - 1) // SNAPPY_CHUNK
+        return SNAPPY_HEADER + chunks * (4 + 32 + 1) + n + n // 6
     return -1
 
 
@@ -234,8 +256,16 @@ def compress_bound(codecs, codec, n):
 def compress_area(codecs, codec, src, start, n, dst, op):
     """``src[start:start+n]`` compressed with ``codec`` as our writer frames it (``compression.compress``:
     an LZ4 frame of 64 KiB blocks, a block stored when compressing does not make it smaller; a zstd
-    frame at level 3 without content size), into ``dst`` from ``op``, which has room for
-    :func:`compress_bound`. Returns the end, or -1 (the library refused: Python compresses it)."""
+    frame at level 3 without content size; xerial snappy chunks of 32 KiB: the same bytes) or, for gzip,
+    as libdeflate writes one member at level 6 (other bytes than zlib's), into ``dst`` from ``op``, which
+    has room for :func:`compress_bound`. Returns the end, or -1 (the library refused: Python compresses
+    it)."""
+    if codec == _SNAPPY_CODEC:
+        return xerial_snappy(src, start, n, dst, op)
+    if codec == _GZIP_CODEC:
+        written = call_sized(codecs[C_GZIP_COMPRESS], (codecs[C_GZIP_CSTATE], src.ctypes.data + start, np.int64(n),
+                             dst.ctypes.data + op, compress_bound(codecs, codec, n)))  # fmt: skip
+        return op + written if written > 0 else -1
     if codec == _ZSTD_CODEC:
         result = call_sized(codecs[C_ZSTD_COMPRESS], (codecs[C_ZSTD_CCTX], dst.ctypes.data + op,
                             compress_bound(codecs, codec, n), src.ctypes.data + start, np.int64(n)))  # fmt: skip
@@ -261,3 +291,71 @@ def compress_area(codecs, codec, src, start, n, dst, op):
             op += 4 + written
     write_u32_le(dst, op, 0)
     return op + 4
+
+
+# ---------------------------------------------------------------------------------------------- snappy
+@njit(cache=True)
+def snappy_stream(src, pos, end, dst, op, limit):
+    """Decode a snappy record area ``src[pos:end]`` (xerial framing: header, then chunks of a big-endian
+    int32 length and a raw block; or one bare raw block, as the readable reader also takes) into ``dst``
+    from ``op``, at most ``limit`` bytes. Returns (LZ4_* status, output end): LZ4_NEEDS_ROOM when a
+    block fits the limit but not ``dst``; LZ4_NOT_MINE for anything malformed or past the limit (the
+    readable reader refuses it with its message)."""
+    limit_end = op + limit
+    framed = end - pos >= SNAPPY_MAGIC.shape[0]
+    if framed:
+        for i in range(SNAPPY_MAGIC.shape[0]):
+            if src[pos + i] != SNAPPY_MAGIC[i]:
+                framed = False
+                break
+    if not framed:
+        return _snappy_status(decode_block(src, pos, end, dst, op, limit_end), op)
+    if end - pos < SNAPPY_HEADER:
+        return LZ4_NOT_MINE, op
+    ip = pos + SNAPPY_HEADER
+    while ip < end:
+        if ip + 4 > end:
+            return LZ4_NOT_MINE, op
+        size = read_i32(src, ip)
+        ip += 4
+        if size < 0 or ip + size > end:
+            return LZ4_NOT_MINE, op
+        status, op = _snappy_status(decode_block(src, ip, ip + size, dst, op, limit_end), op)
+        if status != LZ4_OK:
+            return status, op
+        ip += size
+    return LZ4_OK, op
+
+
+@njit(cache=True, inline="always")
+def _snappy_status(out, op):
+    if out == -1:
+        return LZ4_NOT_MINE, op
+    if out < -1:
+        return LZ4_NEEDS_ROOM, op
+    return LZ4_OK, out
+
+
+# ---------------------------------------------------------------------------------------------- gzip
+@njit(cache=True)
+def gzip_members(codecs, src, pos, end, dst, op, limit):
+    """Decode the gzip members ``src[pos:end]`` into ``dst`` from ``op``, at most ``limit`` bytes, with
+    libdeflate (one member at a time, each given the room left). Returns (LZ4_* status, output end), as
+    :func:`zstd_frames`."""
+    fn = codecs[C_GZIP_DECOMPRESS]
+    if fn == 0:
+        return LZ4_NOT_MINE, op
+    used = np.zeros(2, dtype=np.int64)  # bytes read, bytes written by the last call
+    room = dst.shape[0] - op
+    capacity = min(room, limit)
+    out = op
+    while pos < end:
+        result = call_inflate(fn, (codecs[C_GZIP_DSTATE], src.ctypes.data + pos, end - pos, dst.ctypes.data + out,
+                                   capacity - (out - op), np.int64(used.ctypes.data), used.ctypes.data + 8))  # fmt: skip
+        if result == GZIP_NO_ROOM:
+            return (LZ4_NEEDS_ROOM if room < limit else LZ4_NOT_MINE), op
+        if result != GZIP_OK or used[0] <= 0:
+            return LZ4_NOT_MINE, op
+        pos += used[0]
+        out += used[1]
+    return LZ4_OK, out

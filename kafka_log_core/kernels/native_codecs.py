@@ -3,7 +3,9 @@
 The libraries are the ones the codec packages we depend on ship in their wheels (never the OS's):
 libzstd inside ``zstandard``'s cffi module (``ZSTD_decompressDCtx``, ``ZSTD_compress2``), lz4 inside
 ``lz4.block``'s extension (``LZ4_compress_fast_continue`` on a freshly reset stream, which is what
-``lz4.block.compress`` calls: the same bytes as our Python writer). Their addresses, and one zstd context of each kind
+``lz4.block.compress`` calls: the same bytes as our Python writer), libdeflate inside ``deflate``'s
+(gzip members, one-shot: faster than zlib on batch-sized data, and bounded by the room it is given; its
+level-6 output is other bytes than zlib's for the same records). Their addresses, and one zstd context of each kind
 per thread, travel into the kernels as the ``CODECS`` int64 array (``C_*`` slots; 0: not available,
 the kernels then hand the batch back to Python as before). Addresses are arguments, not constants
 compiled in, so numba's on-disk cache stays valid from one process to the next.
@@ -29,7 +31,9 @@ from kafka_log_core.format import compression
 C_ZSTD_DECOMPRESS, C_ZSTD_DCTX, C_ZSTD_COMPRESS, C_ZSTD_CCTX, C_LZ4_COMPRESS, C_LZ4_RESET, C_LZ4_STATE = (
     range(7)
 )
-CODEC_SLOTS = 7
+C_GZIP_DECOMPRESS, C_GZIP_DSTATE, C_GZIP_COMPRESS, C_GZIP_CSTATE, C_GZIP_BOUND = range(7, 12)
+CODEC_SLOTS = 12
+GZIP_OK, GZIP_NO_ROOM = 0, 3  # libdeflate_result: LIBDEFLATE_SUCCESS, LIBDEFLATE_INSUFFICIENT_SPACE
 ZSTD_DST_TOO_SMALL = 70  # ZSTD_error_dstSize_tooSmall: ``-(result)`` of a call whose output did not fit
 ZSTD_MAX_ERROR = 120  # results above ``2**64 - ZSTD_MAX_ERROR`` are error codes (ZSTD_isError)
 _ZSTD_C_LEVEL = 100  # ZSTD_c_compressionLevel
@@ -73,6 +77,11 @@ call_sized = _caller(64, (64, 64, 64, 64, 64))
 call_lz4 = _caller(32, (64, 64, 64, 32, 32, 32))
 # void LZ4_resetStream(LZ4_stream_t*)
 call_void = _caller(0, (64,))
+# enum libdeflate_result libdeflate_gzip_decompress_ex(d*, const void *in, size_t in_size, void *out,
+#     size_t out_room, size_t *in_used, size_t *out_used)
+call_inflate = _caller(32, (64, 64, 64, 64, 64, 64, 64))
+# size_t libdeflate_gzip_compress_bound(c*, size_t size)
+call_bound = _caller(64, (64, 64))
 
 
 def _address(lib: ctypes.CDLL, name: str) -> int:
@@ -94,6 +103,17 @@ def _zstd_library() -> ctypes.CDLL | None:
     lib.ZSTD_createDCtx.restype = lib.ZSTD_createCCtx.restype = ctypes.c_void_p
     lib.ZSTD_CCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     lib.ZSTD_CCtx_setParameter.restype = ctypes.c_size_t
+    return lib
+
+
+def _gzip_library() -> ctypes.CDLL | None:
+    spec = importlib.util.find_spec("deflate._deflate")
+    lib = _load(spec.origin) if spec is not None and spec.origin else None
+    names = ("libdeflate_gzip_decompress_ex", "libdeflate_gzip_compress", "libdeflate_gzip_compress_bound")
+    if lib is None or not all(hasattr(lib, name) for name in names):
+        return None
+    lib.libdeflate_alloc_compressor.restype = lib.libdeflate_alloc_decompressor.restype = ctypes.c_void_p
+    lib.libdeflate_alloc_compressor.argtypes = [ctypes.c_int]
     return lib
 
 
@@ -121,7 +141,7 @@ def codecs() -> np.ndarray:
 def _new_table() -> tuple[np.ndarray, np.ndarray]:
     """A table and the lz4 stream state it points at (kept alive beside it)."""
     if not _LIBS:
-        _LIBS["zstd"], _LIBS["lz4"] = _zstd_library(), _lz4_library()
+        _LIBS["zstd"], _LIBS["lz4"], _LIBS["gzip"] = _zstd_library(), _lz4_library(), _gzip_library()
     table = np.zeros(CODEC_SLOTS, dtype=np.int64)
     zstd, lz4 = _LIBS["zstd"], _LIBS["lz4"]
     if zstd is not None:
@@ -142,6 +162,16 @@ def _new_table() -> tuple[np.ndarray, np.ndarray]:
         table[C_LZ4_COMPRESS] = _address(lz4, "LZ4_compress_fast_continue")
         table[C_LZ4_RESET] = _address(lz4, "LZ4_resetStream")
         table[C_LZ4_STATE] = state.ctypes.data
+    gzip = _LIBS["gzip"]
+    if gzip is not None:
+        inflater = gzip.libdeflate_alloc_decompressor()
+        deflater = gzip.libdeflate_alloc_compressor(compression.GZIP_LEVEL)
+        if inflater and deflater:
+            table[C_GZIP_DECOMPRESS] = _address(gzip, "libdeflate_gzip_decompress_ex")
+            table[C_GZIP_DSTATE] = inflater
+            table[C_GZIP_COMPRESS] = _address(gzip, "libdeflate_gzip_compress")
+            table[C_GZIP_CSTATE] = deflater
+            table[C_GZIP_BOUND] = _address(gzip, "libdeflate_gzip_compress_bound")
     table.flags.writeable = False
     return table, state
 

@@ -2,8 +2,9 @@
 
 One kernel call covers a whole segment; this module does what the kernels hand back, and only that:
 
-* a compressed batch: decompressed here with the codec library, then the ``*_area`` kernel decides it
-  (and records it rebuilt are compressed here again);
+* a run of compressed batches the kernels leave to the readable reader (data their codec library refuses,
+  or no such library): decompressed here with the codec library (:class:`Run`); a batch of theirs that
+  loses records is compressed here again (:class:`CleanedSegment` fills its hole);
 * a legacy (magic 0/1) entry: the readable path below;
 * an aborted transaction reaching its first offset, a full tracker table: :mod:`txn_tracker`;
 * a full output buffer: :class:`CleanedSegment` writes it out;
@@ -307,7 +308,7 @@ class Run:
 
 
 def new_karea(size: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The buffer the kernels decompress lz4 and zstd batches into: writable, and the same memory
+    """The buffer the kernels decompress compressed batches into: writable, and the same memory
     read-only (the type every record source has in the kernels), with the codec entry points they call
     (``native_codecs.codecs``). One chunk's worth; made larger on STOP_AREA_ROOM."""
     writable = np.empty(max(size, KAREA_BYTES), dtype=np.uint8)

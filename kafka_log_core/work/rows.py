@@ -44,6 +44,10 @@ class CompactRow:
     records_after: int | None = None
     tombstones_removed: int | None = None
     map_utilization: float | None = None
+    # the cleaner thread's retention after cleaning (deleteOldSegments; null when it was not applied)
+    segments_deleted: int | None = None
+    bytes_deleted: int | None = None
+    log_start_offset_after: int | None = None
     # what the broker's log loader recovered first (null when it recovered nothing)
     recovered_segments: int | None = None
     recovered_bytes: int | None = None

@@ -47,6 +47,7 @@ from kafka_log_core.log.segment import check_indexes
 from kafka_log_core.rules import cleaner, leftovers, recovery, retention, split_cleaning
 from kafka_log_core.rules.producer_state import build_producer_table
 from kafka_log_core.settings.config import ConfigSet, LogConfig, TopicSettings
+from kafka_log_core.work import compact_run
 from kafka_log_core.work.estimate import estimate_compaction
 from kafka_log_core.work.outcome import Status, TaskOutcome
 from kafka_log_core.work.rows import CompactRow, R, RetainRow, RowDraft
@@ -312,18 +313,22 @@ def compact_task(
             return
         with holding(task, opts) as current:
             log = prepare(current, cfg, opts, notes, cs, row)
-            done = 0
-            while done < opts.rounds or opts.rounds == ALL_ROUNDS:  # each round as another run would do it
-                cleaned, more = _compact_round(current, log, cfg, cs, opts, notes, row, done, split_runner)
-                done += cleaned
-                if not more:
+            tally = compact_run.RunTally()
+            unknown = retention_settings_unknown(settings)
+            while True:  # each round as another run would do it: cleaning, then the thread's retention
+                cleaned, more = _compact_round(current, log, cfg, cs, opts, notes, row, tally, split_runner)
+                if row.row.status is Status.SPLIT:  # the driver cleans it (and runs retention) later
+                    return
+                if cleaned:
+                    current, log = _reopen(current)
+                deleted = compact_run.retention_after_cleaning(
+                    current.log_dir, current.tp, log, cfg, cs, opts.now_ms, opts.dry_run, unknown, notes, row, tally
+                )  # fmt: skip
+                if not more or tally.rounds == opts.rounds:
                     break
-                current = dataclasses.replace(
-                    current, checkpoints=read_partition_checkpoints(current.log_dir, current.tp)
-                )
-                log = PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
-            if done > 1:
-                row.set(reason=f"{row.row.reason}; {done} rounds")
+                if deleted:
+                    current, log = _reopen(current)
+            row.set(reason=tally.describe(notes, opts.dry_run))
 
     return run_guarded(task, CompactRow, body)
 
@@ -331,14 +336,24 @@ def compact_task(
 ALL_ROUNDS = 0  # --rounds all
 
 
+def _reopen(current: PartitionTask) -> tuple[PartitionTask, PartitionLog]:
+    """The partition as this task left it on disk, its checkpoint entries read again."""
+    current = dataclasses.replace(
+        current, checkpoints=read_partition_checkpoints(current.log_dir, current.tp)
+    )
+    return current, PartitionLog.open(current.log_dir, current.tp, current.checkpoints)
+
+
 def _compact_round(
     current: PartitionTask, log: PartitionLog, cfg: LogConfig, cs: ConfigSet, opts: JobOptions, notes: list[str],
-    row: RowDraft[CompactRow], done: int, split_runner: Callable | None,
+    row: RowDraft[CompactRow], tally: compact_run.RunTally, split_runner: Callable | None,
 ) -> tuple[bool, bool]:  # fmt: skip
-    """One cleaning round after ``done`` rounds of this run; fills ``row``. Returns (cleaned, more): more
-    when another round may clean more (this one left part of its dirty section dirty)."""
+    """One cleaning round after ``tally.rounds`` rounds of this run; fills ``row`` and ``tally`` (the reason
+    is the caller's). Returns (cleaned, more): more when another round may clean more (this one left part
+    of its dirty section dirty)."""
     producers = build_producer_table(log, opts.now_ms, cs.broker.producer_id_expiration_ms)
     plan = cleaner.plan_cleaning(log, cfg, cs.broker, opts.now_ms, producers)
+    done = tally.rounds
     if done == 0:
         row.set(
             records_before=0,
@@ -360,16 +375,15 @@ def _compact_round(
             update_checkpoints(
                 current.log_dir, current.tp, {CLEANER_OFFSET_CHECKPOINT: plan.first_dirty_offset}
             )
-        if done == 0:
-            row.set(reason="; ".join([plan.reason, *notes]))
+        tally.first_reason(plan.reason)
         return False, False
     log.check_batch_offsets(plan.first_uncleanable_offset)  # what the round reads: offsets a broker wrote
     if opts.dry_run:
         estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
+        tally.first_reason(f"{plan.reason}; {estimate.describe()}")
         records = estimate.records or 0
         row.set(
             status=Status.WOULD_CLEAN,
-            reason="; ".join([plan.reason, estimate.describe(), *notes]),
             records_before=records,
             records_after=records - estimate.duplicates,
             bytes_after=log.size_in_bytes - estimate.bytes,
@@ -389,6 +403,7 @@ def _compact_round(
         log.directory,
         sum(s.size for s in log.segments if s.base_offset < plan.first_uncleanable_offset),
     )
+    clean_left = tally.clean_records_left(log, plan.first_dirty_offset)
     result = None
     if split:
         try:
@@ -418,15 +433,9 @@ def _compact_round(
             f"offset map full ({cs.broker.log_cleaner_dedupe_buffer_size} bytes): cleaned up to offset "
             f"{result.end_offset}, the rest on the next run"
         )
-    row.set(
-        status=Status.CLEANED,
-        reason="; ".join([plan.reason, *notes]),
-        bytes_after=after.size_in_bytes,
-        records_before=row.row.records_before if done else s.records_read,
-        records_after=s.records_retained,
-        tombstones_removed=(row.row.tombstones_removed or 0) + s.tombstones_read - s.tombstones_retained,
-        map_utilization=result.map_utilization,
-    )
+    tally.first_reason(plan.reason)
+    tally.cleaned(s, clean_left, result.end_offset, row)
+    row.set(status=Status.CLEANED, bytes_after=after.size_in_bytes, map_utilization=result.map_utilization)
     return True, more
 
 

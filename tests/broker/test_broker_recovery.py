@@ -23,7 +23,10 @@ One scenario for the module:
    logged and the valid records and bytes it deleted (counted here with kafka-python over the batches
    the A broker's log says it dropped); the crash tails of the other topics are recovered as by Kafka.
 
-Compared, per topic: the segment and snapshot files (names and bytes), log start offsets, cleaner
+``compact`` runs the cleaner thread's retention on ``both`` itself, as broker A's cleaner thread does.
+
+Compared, per topic: the segment and snapshot files (names and bytes; for ``both`` but the snapshot at
+its log start offset, which retain's second load deletes as Kafka's next load would), log start offsets, cleaner
 checkpoints, recovery points and high watermarks A and B leave, and the leader epochs (A's broker adds
 one for its new leadership). Then a broker started on B logs no recovery of its own and serves the same
 records as A to a read_committed consumer.
@@ -356,6 +359,13 @@ def test_the_crash_left_what_recovery_must_repair(outcome):
 @pytest.mark.parametrize("topic", list(TOPICS))
 def test_segment_and_snapshot_files_equal_what_the_broker_left(outcome, topic):
     kafka, ours = (_files(outcome.dirs[side] / f"{topic}-0") for side in ("a", "b"))
+    if topic == "both":
+        # compact's retention (the cleaner thread's) moved the log start offset to the first segment
+        # left; retain's load then (the log dir is still unclean: compact leaves the delete topic to
+        # retain) deletes the producer snapshot at it, as Kafka's loader does on its next load
+        # (ProducerStateManager.truncateAndReload drops snapshots at or below the log start offset).
+        start = min(int(name[:20]) for name in kafka if name.endswith(".log"))
+        assert kafka.pop(f"{start:020d}.snapshot", None) is not None
     assert sorted(ours) == sorted(kafka)
     different = [name for name in kafka if kafka[name] != ours[name]]
     assert different == [], different

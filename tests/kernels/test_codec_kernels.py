@@ -1,14 +1,18 @@
-"""The codecs the compiled passes run through the libraries' C entry points (``native_codecs``): the same
-bytes as the readable writer (``compression.compress``, which calls the libraries through their Python
-packages), records decoded as the readable reader decodes them, and decompression bounded."""
+"""The codecs the compiled passes run themselves (lz4, zstd and gzip through the libraries' C entry
+points, ``native_codecs``; snappy in ``snappy_codec``): the same bytes as the readable writer
+(``compression.compress``, which calls the libraries through their Python packages) for lz4, zstd and
+snappy, the same records for gzip (libdeflate writes other bytes than zlib), records decoded as the
+readable reader decodes them, and decompression bounded."""
 
 from __future__ import annotations
 
+import cramjam
 import numpy as np
 import pytest
 
+from kafka_log_core.errors import CompressionError
 from kafka_log_core.format import compression
-from kafka_log_core.kernels import codec_kernels, native_codecs
+from kafka_log_core.kernels import codec_kernels, native_codecs, snappy_codec
 
 SIZES = [0, 1, 100, 4095, 65_535, 65_536, 65_537, 200_000]
 PATTERNS = {
@@ -23,8 +27,11 @@ PATTERNS = {
 @pytest.fixture(scope="module")
 def codecs():
     table = native_codecs.codecs()
-    if not table[native_codecs.C_ZSTD_COMPRESS] or not table[native_codecs.C_LZ4_COMPRESS]:
-        pytest.fail("the zstandard and lz4 wheels must export the codec entry points the kernels call")
+    slots = (native_codecs.C_ZSTD_COMPRESS, native_codecs.C_LZ4_COMPRESS, native_codecs.C_GZIP_COMPRESS)
+    if not all(table[slot] for slot in slots):
+        pytest.fail(
+            "the zstandard, lz4 and deflate wheels must export the codec entry points the kernels call"
+        )
     return table
 
 
@@ -68,7 +75,7 @@ def test_zstd_frames_past_the_limit_or_the_buffer_are_not_decoded(codecs):
     large = np.zeros(2_000_000, dtype=np.uint8)
     status, _ = codec_kernels.zstd_frames(codecs, frame, 0, frame.shape[0], large, 0, len(data) - 1)
     assert status == codec_kernels.LZ4_NOT_MINE  # the readable reader refuses it with the limit's message
-    with pytest.raises(compression.CompressionError, match="more than 999999 bytes"):
+    with pytest.raises(CompressionError, match="more than 999999 bytes"):
         compression.decompress(compression.ZSTD, frame.tobytes(), limit=len(data) - 1)
 
 
@@ -88,6 +95,84 @@ def test_without_the_libraries_every_batch_goes_back_to_python():
     none = native_codecs.NO_CODECS
     assert codec_kernels.compress_bound(none, int(compression.ZSTD), 100) == -1
     assert codec_kernels.compress_bound(none, int(compression.LZ4), 100) == -1
+    assert codec_kernels.compress_bound(none, int(compression.GZIP), 100) == -1
     src = np.frombuffer(compression.compress(compression.ZSTD, b"x" * 100), dtype=np.uint8)
     status, _ = codec_kernels.zstd_frames(none, src, 0, src.shape[0], np.zeros(200, np.uint8), 0, 200)
     assert status == codec_kernels.LZ4_NOT_MINE
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_snappy_written_in_the_kernel_is_the_bytes_cramjam_and_the_readable_writer_write(codecs, pattern):
+    rng = np.random.default_rng(11)
+    for n in [*SIZES, 15, 16, 17, 18, 32_767, 32_768, 32_769]:
+        data = np.ascontiguousarray(PATTERNS[pattern](rng, n))
+        written = _compressed_by_kernel(codecs, int(compression.SNAPPY), data)
+        assert written == compression.compress(compression.SNAPPY, data.tobytes()), n
+        table = np.zeros(1 << 14, dtype=np.uint16)
+        raw = np.zeros(32 + n + n // 6, dtype=np.uint8)
+        end = snappy_codec.snappy_raw(data, 0, n, raw, 0, table)
+        assert raw[:end].tobytes() == bytes(cramjam.snappy.compress_raw(data.tobytes())), n
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_snappy_decoded_in_the_kernel_equals_the_readable_reader(pattern):
+    rng = np.random.default_rng(12)
+    for n in SIZES:
+        data = PATTERNS[pattern](rng, n).tobytes()
+        for stream in (
+            compression.compress(compression.SNAPPY, data),
+            bytes(cramjam.snappy.compress_raw(data)),
+        ):
+            src = np.frombuffer(stream, dtype=np.uint8)
+            dst = np.zeros(n + 3, dtype=np.uint8)
+            status, end = codec_kernels.snappy_stream(src, 0, src.shape[0], dst, 3, n)
+            assert status == codec_kernels.LZ4_OK
+            assert dst[3:end].tobytes() == data == compression.decompress(compression.SNAPPY, stream)
+
+
+def test_snappy_past_the_limit_the_buffer_or_its_bytes_is_not_decoded():
+    data = bytes(100_000)
+    stream = np.frombuffer(compression.compress(compression.SNAPPY, data), dtype=np.uint8)
+    status, _ = codec_kernels.snappy_stream(
+        stream, 0, stream.shape[0], np.zeros(50_000, np.uint8), 0, len(data)
+    )
+    assert status == codec_kernels.LZ4_NEEDS_ROOM
+    large = np.zeros(200_000, dtype=np.uint8)
+    status, _ = codec_kernels.snappy_stream(stream, 0, stream.shape[0], large, 0, len(data) - 1)
+    assert status == codec_kernels.LZ4_NOT_MINE
+    for cut in (5, 17, 20, stream.shape[0] - 1):  # a torn stream: the readable reader names what is wrong
+        status, _ = codec_kernels.snappy_stream(stream, 0, cut, large, 0, len(data))
+        assert status == codec_kernels.LZ4_NOT_MINE
+        with pytest.raises(CompressionError):
+            compression.decompress(compression.SNAPPY, stream[:cut].tobytes())
+
+
+def test_gzip_written_in_the_kernel_holds_the_same_records_and_its_members_decode_as_zlib_decodes(codecs):
+    rng = np.random.default_rng(13)
+    for n in SIZES:
+        data = np.ascontiguousarray(PATTERNS["few symbols"](rng, n))
+        written = _compressed_by_kernel(codecs, int(compression.GZIP), data)  # libdeflate: not zlib's bytes
+        assert compression.decompress(compression.GZIP, written) == data.tobytes(), n
+        members = np.frombuffer(
+            compression.compress(compression.GZIP, data.tobytes()) + written, dtype=np.uint8
+        )
+        dst = np.zeros(2 * n + 1, dtype=np.uint8)
+        status, end = codec_kernels.gzip_members(codecs, members, 0, members.shape[0], dst, 1, 2 * n)
+        assert status == codec_kernels.LZ4_OK
+        assert dst[1:end].tobytes() == 2 * data.tobytes()
+
+
+def test_gzip_past_the_limit_the_buffer_or_its_bytes_is_not_decoded(codecs):
+    data = bytes(100_000)
+    member = np.frombuffer(compression.compress(compression.GZIP, data), dtype=np.uint8)
+    status, _ = codec_kernels.gzip_members(
+        codecs, member, 0, member.shape[0], np.zeros(50_000, np.uint8), 0, len(data)
+    )
+    assert status == codec_kernels.LZ4_NEEDS_ROOM
+    large = np.zeros(200_000, dtype=np.uint8)
+    status, _ = codec_kernels.gzip_members(codecs, member, 0, member.shape[0], large, 0, len(data) - 1)
+    assert status == codec_kernels.LZ4_NOT_MINE
+    status, _ = codec_kernels.gzip_members(codecs, member, 0, member.shape[0] - 1, large, 0, len(data))
+    assert status == codec_kernels.LZ4_NOT_MINE  # a torn member: the readable reader names the error
+    with pytest.raises(CompressionError):
+        compression.decompress(compression.GZIP, member[:-1].tobytes())

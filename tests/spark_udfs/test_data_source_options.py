@@ -3,6 +3,8 @@ and splits cut at offset-index entries (checked against the index files, read he
 
 from __future__ import annotations
 
+import json
+import os
 import struct
 
 import pytest
@@ -146,6 +148,21 @@ def test_a_read_from_an_offset_starts_at_its_index_floor_and_stops_past_its_end(
     assert first.start == positions[8]  # the floor entry: offset 39, batch 9 (36..39), read and skipped
     assert last.base_offset == 160 and last.stop < last.size  # the tail past offset 177 is not read
     assert [r[4] for r in rows.record_rows(split, options)] == list(range(41, 178))
+
+
+def test_a_partition_directory_under_several_names_is_read_once(tmp_path):
+    """Issue #24 point 2: a log dir given twice, a partition directory beside its log dir, a symlink in a
+    second log dir to a partition of the first: one directory, one partition, read under its first name."""
+    _big_log(tmp_path / "d1")
+    make_log(tmp_path / "d2", "refunds", 0, {0: [batch(0, [("r", "1")])]})
+    os.symlink(tmp_path / "d1" / "orders-0", tmp_path / "d2" / "x-0")
+    os.symlink(tmp_path / "d1", tmp_path / "same")
+    paths = [tmp_path / "d1", tmp_path / "same", tmp_path / "d1" / "orders-1", tmp_path / "d2"]
+    found = planning.find_partitions(ReadOptions.parse({"paths": json.dumps([str(p) for p in paths])}))
+    assert [(s.topic, s.partition, s.log_dir) for s in found] == [
+        ("orders", 0, str(tmp_path / "d1")), ("orders", 1, str(tmp_path / "d1")),
+        ("refunds", 0, str(tmp_path / "d2")),
+    ]  # fmt: skip
 
 
 def test_partitions_across_log_dirs_and_refusals(tmp_path):
