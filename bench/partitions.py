@@ -173,16 +173,9 @@ def measure_all(work: Path, *, quick: bool, counts: tuple[int, ...] | None = Non
 # ------------------------------------------------------------------------------------ in bench.run
 def run_section(report, quick: bool, work: Path) -> None:
     """Measure in a process of its own and add the section, its ratios and its targets' figures."""
-    import subprocess
+    from bench.report import section_result
 
-    cmd = [sys.executable, "-m", "bench.partitions", "--work", str(work / "partitions")]
-    cmd += ["--quick"] if quick else []
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
-    result = json.loads(lines[-1])
+    result = section_result("partitions", work, ["--quick"] if quick else [])
     report.sections["partitions"] = {"status": "ok", **result}
     report.ratios.update(ratios(result))
 

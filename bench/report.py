@@ -29,6 +29,23 @@ SECTIONS = (
 )
 
 
+# ---------------------------------------------------------------------------------------------- sections
+def section_result(module: str, work: Path, args: list[str]) -> dict:
+    """Run a section's module in a process of its own (``python -m bench.<module> --work WORK ARGS``) and
+    return the JSON object it printed last; a failure raises with the tail of its output."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", f"bench.{module}", "--work", str(work / module), *args]
+    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
+    return json.loads(lines[-1])
+
+
 # ---------------------------------------------------------------------------------------------- results
 @dataclass
 class Row:

@@ -158,18 +158,10 @@ def measure(work: Path, *, quick: bool, master: str, sets: list[str]) -> dict:
 # ------------------------------------------------------------------------------------ in bench.run
 def run_section(report, quick: bool, work: Path, sets: list[str] = ()) -> None:
     """Measure in a process of its own (as every section) and add rows, ratios and the section."""
-    import subprocess
+    from bench.report import Row, section_result
 
-    from bench.report import Row
-
-    cmd = [sys.executable, "-m", "bench.skew", "--work", str(work / "skew"), *(["--quick"] if quick else [])]
-    cmd += [a for s in sets for a in ("--set", s)]
-    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
-    result = json.loads(lines[-1])
+    args = [*(["--quick"] if quick else []), *[a for s in sets for a in ("--set", s)]]
+    result = section_result("skew", work, args)
     for name, run in result["runs"].items():
         report.rows.append(Row("skew", f"skew {result['master']}: {name}", run["bytes"], run["seconds"],
                                run["records"], cores=result["cores"], note=f"{run['partitions']} partitions"))  # fmt: skip

@@ -198,24 +198,9 @@ def _keys(spark, work: Path, keys_w: Workload, quick: bool, keys: int, buffer_ke
 # ------------------------------------------------------------------------------------ in bench.run
 def run_section(report, quick: bool, work: Path) -> None:
     """Measure in a process of its own (as every section) and add rows, ratios and the section."""
-    import subprocess
+    from bench.report import Row, section_result
 
-    from bench.report import Row
-
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.split",
-        "--work",
-        str(work / "split"),
-        *(["--quick"] if quick else ["--tries", str(FULL_TRIES)]),
-    ]
-    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
-    result = json.loads(lines[-1])
+    result = section_result("split", work, ["--quick"] if quick else ["--tries", str(FULL_TRIES)])
     for part in ("speed", "keys"):
         for name, run in result[part]["runs"].items():
             report.rows.append(Row("split", f"split {part}: {name}", result[part]["bytes"], run["seconds"], None,

@@ -107,13 +107,14 @@ def append(log_dir: Path, start: int, count: int, keys: int, seed: int) -> None:
 
 def _export(spark, log_dir: Path, topic: str, settings) -> tuple[float, int]:
     from jobs import export
+    from kafka_log_core.work.outcome import Status
 
     if settings.catalog is not None:
         settings.catalog.configure(spark)
     t0 = time.monotonic()
     rows = export.run(spark, [str(log_dir)], topic, settings)
     seconds = time.monotonic() - t0
-    failed = [r for r in rows if r["status"] != "exported"]
+    failed = [r for r in rows if r["status"] != Status.EXPORTED]
     if failed:
         raise RuntimeError(f"export of {topic} failed: {failed[0]['reason']}")
     return seconds, sum(r["rows"] for r in rows)
@@ -174,24 +175,9 @@ def measure(work: Path, *, quick: bool, master: str) -> dict:
 
 def run_section(report, quick: bool, work: Path) -> None:
     """Measure in a process of its own (as every section) and add rows, ratios and the section."""
-    import subprocess
+    from bench.report import Row, section_result
 
-    from bench.report import Row
-
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.tables",
-        "--work",
-        str(work / "tables"),
-        *(["--quick"] if quick else []),
-    ]
-    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-20:])
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
-    result = json.loads(lines[-1])
+    result = section_result("tables", work, ["--quick"] if quick else [])
     for name, run in result["runs"].items():
         note = f"{run['rows_per_s_per_core']:,.0f} rows/s/core" if "rows_per_s_per_core" in run else ""
         report.rows.append(Row("tables", f"tables {result['master']}: {name}", 0, run["seconds"], run["rows"],

@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from kafka_log_core.format import compression
-from kafka_log_core.kernels.fields import copy_bytes, read_i32, write_u32_le
+from kafka_log_core.kernels.fields import copy_bytes, copy_match, read_i32, write_u32_le
 from kafka_log_core.kernels.native_codecs import (
     C_GZIP_BOUND,
     C_GZIP_COMPRESS,
@@ -143,13 +143,7 @@ def _lz4_block(src, ip, iend, dst, op, oend):
         match += 4
         if op + match > oend:
             return -1
-        if offset >= match:
-            copy_bytes(dst, op, dst, op - offset, match)
-            op += match
-        else:  # overlapping: byte by byte repeats the pattern
-            for _ in range(match):
-                dst[op] = dst[op - offset]
-                op += 1
+        op = copy_match(dst, op, offset, match)
     return -1  # an empty block, or one that ends on a match
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -109,6 +109,19 @@ def copy_bytes(typingctx, dst, dst_pos, src, src_pos, n):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def copy_match(dst, op, offset, length):
+    """An LZ77 match (LZ4, snappy): ``length`` bytes from ``offset`` back in ``dst`` appended at ``op``,
+    overlapping allowed (then byte by byte, which repeats the pattern). Returns the new end."""
+    if offset >= length:
+        copy_bytes(dst, op, dst, op - offset, length)
+        return op + length
+    for _ in range(length):
+        dst[op] = dst[op - offset]
+        op += 1
+    return op
 
 
 @intrinsic

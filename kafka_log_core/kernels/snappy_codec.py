@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from kafka_log_core.format import compression
-from kafka_log_core.kernels.fields import copy_bytes, load_u32_le, load_u64_le, write_i32
+from kafka_log_core.kernels.fields import copy_bytes, copy_match, load_u32_le, load_u64_le, write_i32
 
 SNAPPY_MAGIC = np.frombuffer(compression.SNAPPY_MAGIC, dtype=np.uint8)
 _HEADER_BYTES = np.frombuffer(compression.SNAPPY_HEADER, dtype=np.uint8)
@@ -85,13 +85,7 @@ def decode_block(src, ip, iend, dst, op, oend):
             ip += 4
         if offset == 0 or offset > op - start or op + length > end:
             return -1
-        if offset >= length:
-            copy_bytes(dst, op, dst, op - offset, length)
-            op += length
-        else:  # overlapping: byte by byte repeats the pattern
-            for _ in range(length):
-                dst[op] = dst[op - offset]
-                op += 1
+        op = copy_match(dst, op, offset, length)
     return op if op == end else -1
 
 

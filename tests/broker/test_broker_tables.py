@@ -46,11 +46,7 @@ from tests.registry import registry_records as rr
 
 pytestmark = pytest.mark.broker
 
-AVRO_V1 = json.dumps(
-    {"type": "record", "name": "Order", "namespace": "shop",
-     "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"},
-                {"name": "qty", "type": "int"}]}
-)  # fmt: skip
+AVRO_V1 = producers.ORDER_V1
 AVRO_V2 = json.dumps(
     {"type": "record", "name": "Order", "namespace": "shop",
      "fields": [{"name": "id", "type": "long"}, {"name": "qty", "type": "long"},
@@ -244,7 +240,10 @@ def scenario(kafka_jars, tmp_path_factory, request) -> Scenario:
         broker.start()
         for topic, codec in codecs.items():
             produce(broker.bootstrap, topic, _second_writes(codec))
-            produce(broker.bootstrap, topic, [(b"roll", codec.encode(2, 99))] * 40)  # rolls the segments
+            # Rolls every partition's active segment past the first export's end (SMALL_SEGMENT_BYTES), so
+            # that the cleaner may clean past it: records sent to each partition, a key of its own each.
+            rolls = [(b"roll%d" % p, codec.encode(2, 99), None, None, p) for p in (0, 1)]
+            produce(broker.bootstrap, topic, rolls * 150)
         for topic in TOPICS:
             for partition, end in ends[topic].items():
                 if end:

@@ -14,6 +14,20 @@ from pathlib import Path
 
 import fastavro
 
+#: An Avro subject's two versions, as the tests register them: v2 drops ``name``, widens ``qty`` (int to
+#: long) and adds ``email`` and ``status`` with defaults.
+ORDER_V1 = json.dumps(
+    {"type": "record", "name": "Order", "namespace": "shop",
+     "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"},
+                {"name": "qty", "type": "int"}]}
+)  # fmt: skip
+ORDER_V2 = json.dumps(
+    {"type": "record", "name": "Order", "namespace": "shop",
+     "fields": [{"name": "id", "type": "long"}, {"name": "qty", "type": "long"},
+                {"name": "email", "type": ["null", "string"], "default": None},
+                {"name": "status", "type": "string", "default": "new"}]}
+)  # fmt: skip
+
 
 def zigzag(value: int) -> bytes:
     u = (value << 1) ^ (value >> 31)

@@ -17,17 +17,7 @@ from kafka_log_core.registry.storage import replay
 from tests.registry import producers
 from tests.registry import registry_records as rr
 
-AVRO_V1 = json.dumps(
-    {"type": "record", "name": "Order", "namespace": "shop",
-     "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"},
-                {"name": "qty", "type": "int"}]}
-)  # fmt: skip
-AVRO_V2 = json.dumps(
-    {"type": "record", "name": "Order", "namespace": "shop",
-     "fields": [{"name": "id", "type": "long"}, {"name": "qty", "type": "long"},
-                {"name": "email", "type": ["null", "string"], "default": None},
-                {"name": "status", "type": "string", "default": "new"}]}
-)  # fmt: skip
+AVRO_V1, AVRO_V2 = producers.ORDER_V1, producers.ORDER_V2
 
 
 def _store(*records):

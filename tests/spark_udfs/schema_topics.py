@@ -5,24 +5,12 @@ kafka-python's batches."""
 
 from __future__ import annotations
 
-import json
-
 from tests.logbuild import write_segment
 from tests.registry import producers
 from tests.registry import registry_records as rr
 from tests.spark_udfs.test_data_source import TS, kp_batch
 
-ORDER_V1 = json.dumps(
-    {"type": "record", "name": "Order", "namespace": "shop",
-     "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"},
-                {"name": "qty", "type": "int"}]}
-)  # fmt: skip
-ORDER_V2 = json.dumps(
-    {"type": "record", "name": "Order", "namespace": "shop",
-     "fields": [{"name": "id", "type": "long"}, {"name": "qty", "type": "long"},
-                {"name": "email", "type": ["null", "string"], "default": None},
-                {"name": "status", "type": "string", "default": "new"}]}
-)  # fmt: skip
+ORDER_V1, ORDER_V2 = producers.ORDER_V1, producers.ORDER_V2
 
 
 def registry_dir(log_dir, records: list[tuple[bytes, bytes | None]]) -> None:
