@@ -76,7 +76,7 @@ class ExportSettings:
     isolation_level: str = "read_committed"
     include_headers: bool = False
     options: tuple[tuple[str, str], ...] = ()  # more kafka-log options, e.g. startingOffsets
-    schemas: str = "none"  # none | log | a .json file of the registry's schemas
+    schemas: str = "none"  # none | log | a .json file of the registry's schemas | a registry URL
     schemas_topic: str = "_schemas"
     incremental: bool = False
     catalog: IcebergCatalog | None = None  # --format iceberg
@@ -324,9 +324,10 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     "--schemas",
     default="none",
     show_default=True,
-    metavar="none|log|FILE.json",
+    metavar="none|log|FILE.json|URL",
     help="Typed keys and values from the Schema Registry's schemas: its _schemas topic in the log dirs "
-    "(log) or a file of its schemas; one table per topic and a side table of undecodable records.",
+    "(log), a file of its schemas, or a live registry http(s)://host:port (asked on the driver); one table "
+    "per topic and a side table of undecodable records.",
 )
 @click.option(
     "--schemas-topic", default="_schemas", show_default=True, help="The registry's topic (kafkastore.topic)."
@@ -383,6 +384,10 @@ def command(job: JobContext, out, view, fmt, schemas, schemas_topic, incremental
     by the Schema Registry's schemas, in full or incrementally."""
     if incremental and (view != "latest" or fmt == tables.PARQUET):
         raise click.UsageError("--incremental merges the latest view into a Delta or Iceberg table")
+    try:
+        registry_topic.check(schemas)
+    except UsageError as err:
+        raise click.UsageError(str(err)) from err
     catalog = None
     if fmt == tables.ICEBERG:
         try:

@@ -4,6 +4,7 @@ the registry's own reader thread reads them at start-up; every batch checked as 
 
     schemas=log          the topic named by ``schemasTopic`` (default ``_schemas``) in the loaded log dirs
     schemas=/path.json   the registry's REST answers saved in a file (kafka_log_core.registry.storage)
+    schemas=http(s)://host:port[/path]   the same answers asked of a live registry (kafka_log_core.registry.rest)
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 
 from kafka_log_core.errors import SchemaError, UsageError
+from kafka_log_core.registry import rest
 from kafka_log_core.registry.storage import SchemaStore, read_schema_file, replay
 from spark_udfs import planning, rows
 from spark_udfs.options import ReadOptions
@@ -41,8 +43,18 @@ def load(schemas: str, topic: str, paths: tuple[str, ...]) -> SchemaStore | None
         return None
     if schemas == FROM_LOG:
         return read_topic(paths, topic)
-    if not schemas.endswith(".json"):
+    if rest.is_registry_url(schemas):
+        return rest.read_registry(schemas)
+    return read_schema_file(check(schemas))
+
+
+def check(schemas: str) -> str:
+    """``schemas`` if it is a value of the option; a :class:`UsageError` (exit 2) otherwise."""
+    if rest.is_registry_url(schemas):
+        rest.check_url(schemas)
+    elif schemas not in (NONE, FROM_LOG) and not schemas.endswith(".json"):
         raise UsageError(
-            f"schemas={schemas!r}: expected none, log, or a .json file of the registry's schemas"
+            f"schemas={schemas!r}: expected none, log, a .json file of the registry's schemas or a registry "
+            "URL http(s)://host[:port][/path]"
         )
-    return read_schema_file(schemas)
+    return schemas

@@ -256,9 +256,14 @@ def read_schema_file(path: str) -> SchemaStore:
         raise SchemaError(f"{path}: cannot read the schema file: {err}") from err
     if not isinstance(entries, list):
         raise SchemaError(f"{path}: expected a JSON array of schemas, found {type(entries).__name__}")
+    return store_of((f"{path} entry {i}", entry) for i, entry in enumerate(entries))
+
+
+def store_of(entries: Iterable[tuple[str, object]]) -> SchemaStore:
+    """The store of the registry's REST answers for versions ``(where, answer)``, each of which must be
+    valid (a file or a live registry answers for itself; only the ``_schemas`` log skips what it must)."""
     store = SchemaStore()
-    for i, entry in enumerate(entries):
-        where = f"{path} entry {i}"
+    for where, entry in entries:
         try:
             if not isinstance(entry, dict):
                 raise ValueError("not a JSON object")
