@@ -14,7 +14,7 @@ from jobs.tables import IcebergCatalog
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition
 from tests.logbuild import write_segment
-from tests.registry import producers
+from tests.registry import producers, stand_in
 from tests.spark_udfs.schema_topics import ORDER_V2, avro_orders
 from tests.spark_udfs.test_data_source import _payments_dir, _rebuilt_state, kp_batch
 
@@ -135,3 +135,31 @@ def test_an_incremental_export_equals_a_full_one(spark, tmp_path, fmt):
     export.run(spark, [str(logs)], "orders", settings("full2", False))
     assert tables(settings("inc", True)) == tables(settings("full2", False))
     assert json.loads(json.dumps(third))  # the rows are plain data
+
+
+def test_a_registry_url_exports_the_tables_a_schema_file_of_its_answers_exports(spark, tmp_path):
+    """The stand-in registry holds the orders schemas (ids 1, 2) ``avro_orders`` writes with."""
+    expected = avro_orders(tmp_path / "logs")
+
+    def read(name: str, table: str) -> list:
+        return sorted(
+            (r.asDict(recursive=True) for r in spark.read.format("delta").load(str(tmp_path / name / table / "orders")).collect()),
+            key=lambda r: r["offset"],
+        )  # fmt: skip
+
+    found = {}
+    with stand_in.registry() as url:
+        for name, schemas in (("url", url), ("file", stand_in.schema_file(tmp_path))):
+            settings = export.ExportSettings(str(tmp_path / name), fmt="delta", schemas=schemas)
+            rows = export.run(spark, [str(tmp_path / "logs")], "orders", settings)
+            found[name] = (
+                [(r["topic"], r["rows"], r["undecodable"]) for r in rows],
+                read(name, "topics"),
+                read(name, "undecodable"),
+            )
+    assert found["url"] == found["file"]
+    last = {row["key"]: row for row in expected}
+    assert {r["key"]: r["value"] for r in found["url"][1]} == {
+        k: r["value"] for k, r in last.items() if r["value"] is not None
+    }
+    assert {r["key"] for r in found["url"][2]} == {k for k, r in last.items() if r["error"] is not None}
