@@ -18,9 +18,9 @@ Spark's Kafka source options, where they make sense offline (same names, same va
 
 and ours: ``level`` (records | latest | batches | segments), ``end`` (high_watermark | log_end: what
 "latest" is), ``includeBatchColumns``, ``maxBytesPerSplit``, ``includeTombstones`` (latest: a key whose
-last record is a tombstone keeps that row, value null), ``schemas`` (none | log | a .json file | a registry URL: typed keys
-and values from the Schema Registry's schemas, :mod:`spark_udfs.decoded`) and ``schemasTopic`` (default
-``_schemas``). Other ``kafka.*`` options (a bootstrap
+last record is a tombstone keeps that row, value null), ``schemas`` (none | log | a .json file | a registry
+URL: typed keys and values from the Schema Registry's schemas, :mod:`spark_udfs.decoded`) and
+``schemasTopic`` (default ``_schemas``). Other ``kafka.*`` options (a bootstrap
 server, ...) and options Spark's Kafka source ignores in batch reads are ignored here too.
 
 Unlike Spark, a per-partition JSON need not name every partition read: the partitions it leaves out start

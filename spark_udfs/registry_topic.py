@@ -4,7 +4,8 @@ the registry's own reader thread reads them at start-up; every batch checked as 
 
     schemas=log          the topic named by ``schemasTopic`` (default ``_schemas``) in the loaded log dirs
     schemas=/path.json   the registry's REST answers saved in a file (kafka_log_core.registry.storage)
-    schemas=http(s)://host:port[/path]   the same answers asked of a live registry (kafka_log_core.registry.rest)
+    schemas=http(s)://host:port[/path]
+                         the same answers asked of a live registry (kafka_log_core.registry.rest)
 """
 
 from __future__ import annotations
