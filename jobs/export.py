@@ -38,7 +38,7 @@ from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.work.outcome import Status
 from kafka_log_core.work.rows import Int32
 from kafka_log_core.work.table_state import partition_name
-from spark_udfs import marks, packages, planning, registry_topic
+from spark_udfs import loaded, marks, packages, planning, registry_topic
 from spark_udfs.decoded import TopicDecoders
 from spark_udfs.errors import PartitionReadError, failed_partition
 from spark_udfs.options import ReadOptions
@@ -212,6 +212,7 @@ def _export_group(
     """One group's tables written; the exported partitions' rows (``notes``: how the source read a
     partition, e.g. as the broker's loader would leave a crashed dir, the row's reason)."""
     by_tp = {s.tp: s for s in sources}
+    clusters = loaded.Clusters(planning.expand_paths(tuple(json.loads(group.options["paths"]))))
     while True:
         todo = [tp for tp in group.partitions if tp not in failed]
         read = writes.read_options(group)
@@ -221,7 +222,7 @@ def _export_group(
             mark = None if state is None else state.partitions.get(partition_name(tp.topic, tp.partition))
             try:
                 now[tp], last_batches[tp] = marks.partition_now(
-                    read, by_tp[tp], None if mark is None else mark.end
+                    read, by_tp[tp], None if mark is None else mark.end, clusters
                 )
             except (KafkaLogError, OSError) as err:
                 s = by_tp[tp]

@@ -12,6 +12,7 @@ from kafka_log_core.format.record_batch import BatchHeader
 from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.log.partition_log import PartitionLog
 from kafka_log_core.work.table_state import PartitionNow
+from spark_udfs import loaded
 from spark_udfs.options import EARLIEST, LATEST, Bound, ReadOptions
 from spark_udfs.planning import offset_range
 
@@ -30,11 +31,13 @@ def batch_holding(log: PartitionLog, offset: int) -> tuple[int, int] | None:
 
 
 def partition_now(
-    options: ReadOptions, source: PartitionTask, mark_end: int | None
+    options: ReadOptions, source: PartitionTask, mark_end: int | None, clusters: loaded.Clusters
 ) -> tuple[PartitionNow, tuple[int, int] | None]:
-    """The partition as it is now, and the batch holding the end - 1 of a read now (the next mark's)."""
+    """The partition as it is now -- as the broker's loader would leave it, like the source's read of it
+    (a crashed dir's stale high watermark raised to its recovered end) -- and the batch holding the end - 1
+    of a read now (the next mark's)."""
     whole = replace(options, starting=Bound(EARLIEST), ending=Bound(LATEST))
-    log = PartitionLog.open(source.log_dir, source.tp, source.checkpoints)
+    log = loaded.open_as_loaded(source, options.fail_on_data_loss, clusters).log
     start, end = offset_range(whole, log)
     metadata = log.directory / PARTITION_METADATA
     topic_id = read_partition_metadata(metadata).topic_id if metadata.is_file() else None
