@@ -40,6 +40,7 @@ import crc32c
 import numpy as np
 
 from kafka_log_core.format import compression, record_batch
+from kafka_log_core.format.varint import encode_varlong
 from kafka_log_core.log.log_dir import write_log_dir_checkpoints
 from kafka_log_core.simulator.writer import PartitionWriter
 
@@ -157,21 +158,11 @@ class Manifest:
 
 
 # ---------------------------------------------------------------------------------------------- records
-def _zigzag(v: int) -> bytes:
-    u = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
-
 def _record_head(i: int, key_bytes: int, value_len: int) -> bytes:
     """length | attributes | timestamp_delta=i | offset_delta=i | key_length — the bytes before the key."""
-    tail_len = len(_zigzag(value_len)) + max(value_len, 0) + 1  # value length, value, header count 0
-    body = b"\x00" + _zigzag(i) + _zigzag(i) + _zigzag(key_bytes)
-    return _zigzag(len(body) + key_bytes + tail_len) + body
+    tail_len = len(encode_varlong(value_len)) + max(value_len, 0) + 1  # value length, value, header count 0
+    body = b"\x00" + encode_varlong(i) + encode_varlong(i) + encode_varlong(key_bytes)
+    return encode_varlong(len(body) + key_bytes + tail_len) + body
 
 
 class _RecordTemplates:
@@ -180,7 +171,7 @@ class _RecordTemplates:
     def __init__(self, w: Workload, count: int) -> None:
         self.valued = [_record_head(i, w.key_bytes, w.value_bytes) for i in range(count)]
         self.tombstone = [_record_head(i, w.key_bytes, -1) for i in range(count)]
-        self.value_len = _zigzag(w.value_bytes)
+        self.value_len = encode_varlong(w.value_bytes)
 
 
 def _frame(base_offset, records, count, base_ts, max_ts, codec, pid, epoch, seq, txn, control=False) -> bytes:
