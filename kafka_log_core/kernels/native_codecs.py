@@ -95,10 +95,20 @@ def _load(path: str) -> ctypes.CDLL | None:
         return None
 
 
-def _zstd_library() -> ctypes.CDLL | None:
-    spec = importlib.util.find_spec("zstandard._cffi")  # where the module is, without importing it
+def _module_library(module: str, names: tuple[str, ...]) -> ctypes.CDLL | None:
+    """The shared library that a wheel's extension ``module`` is, found without importing the module, if its
+    package is installed and the library exports ``names``; None otherwise (the codec's Python path)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except ModuleNotFoundError:  # the package itself is missing (e.g. an executors' archive built before it)
+        return None
     lib = _load(spec.origin) if spec is not None and spec.origin else None
-    if lib is None or not hasattr(lib, "ZSTD_decompressDCtx") or not hasattr(lib, "ZSTD_compress2"):
+    return lib if lib is not None and all(hasattr(lib, name) for name in names) else None
+
+
+def _zstd_library() -> ctypes.CDLL | None:
+    lib = _module_library("zstandard._cffi", ("ZSTD_decompressDCtx", "ZSTD_compress2"))
+    if lib is None:
         return None
     lib.ZSTD_createDCtx.restype = lib.ZSTD_createCCtx.restype = ctypes.c_void_p
     lib.ZSTD_CCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
@@ -107,10 +117,9 @@ def _zstd_library() -> ctypes.CDLL | None:
 
 
 def _gzip_library() -> ctypes.CDLL | None:
-    spec = importlib.util.find_spec("deflate._deflate")
-    lib = _load(spec.origin) if spec is not None and spec.origin else None
     names = ("libdeflate_gzip_decompress_ex", "libdeflate_gzip_compress", "libdeflate_gzip_compress_bound")
-    if lib is None or not all(hasattr(lib, name) for name in names):
+    lib = _module_library("deflate._deflate", names)
+    if lib is None:
         return None
     lib.libdeflate_alloc_compressor.restype = lib.libdeflate_alloc_decompressor.restype = ctypes.c_void_p
     lib.libdeflate_alloc_compressor.argtypes = [ctypes.c_int]
@@ -118,11 +127,9 @@ def _gzip_library() -> ctypes.CDLL | None:
 
 
 def _lz4_library() -> ctypes.CDLL | None:
-    import lz4.block
-
-    lib = _load(lz4.block._block.__file__)
-    names = ("LZ4_compress_fast_continue", "LZ4_resetStream", "LZ4_sizeofState")
-    return lib if lib is not None and all(hasattr(lib, name) for name in names) else None
+    return _module_library(
+        "lz4.block._block", ("LZ4_compress_fast_continue", "LZ4_resetStream", "LZ4_sizeofState")
+    )
 
 
 _LIBS: dict[str, ctypes.CDLL | None] = {}
