@@ -109,7 +109,10 @@ def prepare(work: Path, records: int) -> tuple[Path, Path]:
     """The log dirs the section reads (``records`` a topic, and a small one to warm up on), generated once
     and kept in ``work`` for the next run of the same size (``--prepare``: before a measuring slot)."""
     found = []
-    for name, count, keys, seed in ((f"source-{records}", records, records // 2, 1), ("warm", 2_000, 1_000, 2)):
+    for name, count, keys, seed in (
+        (f"source-{records}", records, records // 2, 1),
+        ("warm", 2_000, 1_000, 2),
+    ):
         where = work / name
         done = where / ".generated"
         if not done.is_file():

@@ -107,7 +107,7 @@ def list_partitions(options: dict[str, str]) -> list[PartitionTask]:
 
 
 def check_partitions(
-    spark, options: dict[str, str]
+    spark, options: dict[str, str], clusters: loaded.Clusters | None = None
 ) -> tuple[dict[TopicPartition, ExportRow], dict[TopicPartition, str]]:
     """The partitions a read with ``options`` cannot read whole, each with its failed row: planned on the
     driver, then every split read through once on the executors without decoding records
@@ -115,7 +115,7 @@ def check_partitions(
     since the table's marks). Nothing raises, so nothing is printed but our one line per failure. Also
     the notes of the partitions read as the broker's loader would leave them (a crashed log dir)."""
     read = ReadOptions.parse(options)
-    planned = planning.plan_partitions(read)
+    planned = planning.plan_partitions(read, clusters)
     failed = {}
     notes = {}
     for source, outcome in planned:
@@ -238,7 +238,8 @@ def _export_group(
             partition_name(tp.topic, tp.partition): n.mark(last_batches[tp]) for tp, n in now.items()
         }
         planned = writes.plan(group, spark, state, now, settings.incremental)
-        unreadable, notes = check_partitions(spark, writes.write_options(group, planned, now)) if now else ({}, {})
+        read_now = writes.write_options(group, planned, now)
+        unreadable, notes = check_partitions(spark, read_now, clusters) if now else ({}, {})
         unreadable = {tp: row for tp, row in unreadable.items() if tp in now}
         if unreadable:  # planned again without them: an incremental plan keeps their rows and marks
             failed.update(unreadable)

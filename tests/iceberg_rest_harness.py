@@ -65,7 +65,9 @@ def start_rest_catalog(work: Path, lib_dir: Path) -> RestCatalog:
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if process.poll() is not None:
-            raise BrokerHarnessError(f"the REST catalog exited with code {process.returncode}:\n{_tail(log.read_text(), 30)}")
+            raise BrokerHarnessError(
+                f"the REST catalog exited with code {process.returncode}:\n{_tail(log.read_text(), 30)}"
+            )
         try:
             with urllib.request.urlopen(uri + "v1/config", timeout=5) as answer:
                 json.loads(answer.read())
