@@ -140,13 +140,13 @@ def _export(spark, log_dir: Path, topic: str, settings) -> tuple[float, int]:
     return seconds, sum(r["rows"] for r in rows)
 
 
-def measure(work: Path, *, quick: bool, master: str) -> dict:
+def measure(work: Path, *, quick: bool, master: str, records: int | None = None) -> dict:
     from jobs import export
     from jobs.spark import spark_session
     from jobs.tables import IcebergCatalog
     from spark_udfs import packages
 
-    records = QUICK_RECORDS if quick else FULL_RECORDS
+    records = records or (QUICK_RECORDS if quick else FULL_RECORDS)
     keys = records // 2
     source, warm = prepare(work, records)
     for stale in [p for p in work.iterdir() if p.is_dir() and p != warm and not p.name.startswith("source-")]:
@@ -219,12 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", required=True, help="where the data and the tables go")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_RECORDS:,} records a topic")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--records", type=int, help=f"records a topic (default {FULL_RECORDS:,})")
     parser.add_argument("--prepare", action="store_true", help="only generate the log dirs (kept in --work)")
     args = parser.parse_args(argv)
+    records = args.records or (QUICK_RECORDS if args.quick else FULL_RECORDS)
     if args.prepare:
-        prepare(Path(args.work), QUICK_RECORDS if args.quick else FULL_RECORDS)
+        prepare(Path(args.work), records)
         return 0
-    print(json.dumps(measure(Path(args.work), quick=args.quick, master=args.master)))
+    print(json.dumps(measure(Path(args.work), quick=args.quick, master=args.master, records=records)))
     return 0
 
 

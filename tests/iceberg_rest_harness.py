@@ -50,7 +50,8 @@ def start_rest_catalog(work: Path, lib_dir: Path) -> RestCatalog:
     (port,) = _free_ports(1)
     env = {
         **os.environ,
-        "REST_PORT": str(port),  # the server's settings: rest.port, then CATALOG_* as catalog properties
+        # The server's settings are catalog properties from CATALOG_* variables (__ -> -, _ -> .):
+        "CATALOG_REST_PORT": str(port),  # rest.port
         "CATALOG_URI": f"jdbc:sqlite:{work / 'rest-catalog.db'}",
         "CATALOG_WAREHOUSE": str(work / "warehouse"),
         "CATALOG_JDBC_SCHEMA__VERSION": "V1",
