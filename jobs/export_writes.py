@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from jobs.tables import Table
@@ -151,15 +152,31 @@ def write_full(
 ) -> None:
     """The group's tables replaced by what its partitions hold up to the ends in ``now`` (the partitions
     that can be read; the others are left out, each with its failed row)."""
-    df = _read(spark, full_options(group, now))
     state = TableState(group.settings, marks)
     if group.side is None:
-        group.table.replace(spark, df, state, group.partition_by)
+        group.table.replace(spark, _read(spark, full_options(group, now)), state, group.partition_by)
         return
-    group.table.replace(
-        spark, df.where("decodeError IS NULL").select(*_main_columns(group, df)), state, group.partition_by
-    )
-    group.side.replace(spark, _side_frame(df), state)
+    with _read_once(_read(spark, full_options(group, now)), True) as df:
+        main = df.where("decodeError IS NULL").select(*_main_columns(group, df))
+        group.table.replace(spark, main, state, group.partition_by)
+        group.side.replace(spark, _side_frame(df), state)
+
+
+@contextmanager
+def _read_once(df, shared: bool):
+    """``df`` kept (in memory, spilling to disk) while a table and its side table (``shared``) are
+    written from it: the partitions are read and decoded once, not once per table (the second write
+    reads what the first one kept)."""
+    if df is None or not shared:
+        yield df
+        return
+    from pyspark import StorageLevel
+
+    kept = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield kept
+    finally:
+        kept.unpersist()
 
 
 def plan(
@@ -185,10 +202,11 @@ def write_incremental(
     could not be read this time keep their rows and marks)."""
     state = TableState(group.settings, {**kept, **marks})
     delete = _delete_condition(list((planned.partitions or {}).values()))
-    changes = _read(spark, incremental_options(group, planned, now)) if now else None
-    _merge(spark, group.table, group, changes, delete, state, side=False)
-    if group.side is not None:
-        _merge(spark, group.side, group, changes, delete, state, side=True)
+    read = _read(spark, incremental_options(group, planned, now)) if now else None
+    with _read_once(read, group.side is not None) as changes:
+        _merge(spark, group.table, group, changes, delete, state, side=False)
+        if group.side is not None:
+            _merge(spark, group.side, group, changes, delete, state, side=True)
 
 
 def _merge(
