@@ -31,7 +31,7 @@ from kafka_log_core.kernels.batch_header import BASE_OFFSET_AT, RECORDS_COUNT_AT
 from kafka_log_core.kernels.codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, decode_area, decode_limit
 from kafka_log_core.kernels.crc32c import crc32c
 from kafka_log_core.kernels.digest_store import STORE_NONE, STORE_STATE, STORE_USE
-from kafka_log_core.kernels.fields import prefetch_row, read_i16, read_i32, read_i64, read_u32
+from kafka_log_core.kernels.fields import borrowed, prefetch_row, read_i16, read_i32, read_i64, read_u32
 from kafka_log_core.kernels.header_scan import UNREADABLE_CONTROL
 from kafka_log_core.kernels.key_digest import DIGEST_HI, DIGEST_LO, hash_rows
 from kafka_log_core.kernels.offset_map import map_slot
@@ -252,6 +252,7 @@ def walk_segment(buf, pos, end, karea_w, karea_r, codecs, max_batch_bytes):
     """The scan every pass makes, on its own: framing, CRC32C, every record walked and every key hashed,
     from ``pos``. Returns (status, position, batches, records); stops like the passes (STOP_LEGACY,
     STOP_COMPRESSED, ERR_*). For measuring and for readers that only need the counts."""
+    buf, karea_w, karea_r, codecs = borrowed(buf), borrowed(karea_w), borrowed(karea_r), borrowed(codecs)
     rec, dig, bat = new_chunk(CHUNK_RECORDS, CHUNK_BATCHES)
     batches = 0
     records = 0

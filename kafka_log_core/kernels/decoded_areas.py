@@ -20,7 +20,7 @@ from kafka_log_core.format.compression import CompressionType
 from kafka_log_core.format.record_batch import ATTRIBUTES_OFFSET, CODEC_MASK, HEADER_SIZE
 from kafka_log_core.kernels.batch_header import RECORDS_COUNT_AT, framing
 from kafka_log_core.kernels.codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, decode_area, decode_limit
-from kafka_log_core.kernels.fields import read_i32
+from kafka_log_core.kernels.fields import borrowed, read_i32
 from kafka_log_core.kernels.statuses import CONTINUE, DONE
 
 AREAS_DONE = 0  # every batch framed, every compressed one decoded
@@ -34,6 +34,7 @@ _ZSTD = int(CompressionType.ZSTD)  # the kernels decode codecs 1..4
 def decode_segment(buf, end, pos, n, op, dst, bounds, codecs, max_batch_bytes):
     """Decode the compressed batches of ``buf[pos:end]`` into ``dst`` from ``op``, their bounds into
     ``bounds`` from row ``n``. Returns (AREAS_* status, pos, n, op): where to resume after AREAS_ROOM."""
+    buf, dst, bounds, codecs = borrowed(buf), borrowed(dst), borrowed(bounds), borrowed(codecs)
     while True:
         status, total, magic = framing(buf, pos, end)
         if status == DONE:
