@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -63,7 +65,7 @@ def run_job(job: str, root: Path, work: Path) -> dict:
     if job != "report":
         target = work / f"copy-{job}"
         shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(root, target, symlinks=True)
+        copy_tree(root, target)
     result = measure.run(_command(job, target), cwd=REPO, timeout=TIMEOUT_S)
     if target != root:
         shutil.rmtree(target, ignore_errors=True)
@@ -83,6 +85,16 @@ def run_job(job: str, root: Path, work: Path) -> dict:
         "statuses": statuses,
         "load_average": result.load_average,
     }
+
+
+def copy_tree(source: Path, target: Path) -> None:
+    """A copy of ``source`` at ``target`` (symlinks as symlinks, times kept): ``cp -a`` where there is one
+    (50,000 partition directories in seconds, where ``shutil.copytree`` took minutes)."""
+    cp = shutil.which("cp")
+    if cp is None:
+        shutil.copytree(source, target, symlinks=True)
+        return
+    subprocess.run([cp, "-a", os.fspath(source), os.fspath(target)], check=True)
 
 
 def fleet_dirs(work: Path, n: int, dirty_share: float) -> tuple[Path, Path, Fleet]:

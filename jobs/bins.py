@@ -26,14 +26,14 @@ import contextlib
 import heapq
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from array import array
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.serializers import CloudPickleSerializer
 
 from jobs import progress
-from kafka_log_core.status import Status
 
 IDLE_WEIGHT = 256 * 1024  # bytes of work a partition's set-up weighs, whatever its size (about 1 ms)
 BINS_PER_CORE = 4
@@ -66,10 +66,11 @@ def plan_bins(sizes: Sequence[int], cores: int) -> list[list[int]]:
 def run_bins(
     spark, items: Sequence, sizes: Sequence[int], fn: Callable[[Any], Any], failed: Callable[[Any, str], Any],
     fatal: Callable[[str], Exception | None], *, shown: progress.Progress | None = None, what: str = "job",
-    keep: Callable[[Any], Any] | None = None,
+    keep: Callable[[Any, Any], Any] | None = None,
 ) -> list:  # fmt: skip
     """``fn`` over ``items`` (each of ``sizes`` bytes) in bins (:func:`plan_bins`); the results in the
-    order of ``items``, each as ``keep`` makes it when its bin comes back (the driver keeps them small). A
+    order of ``items``, each as ``keep(result, item)`` makes it when its bin comes back (the driver keeps
+    them small, and may put its own ``item`` back in place of the copy that came back with the result). A
     bin whose Spark task failed gives ``failed(item, reason)`` for each of its items, unless
     ``fatal(message)`` says the failure stops the job (the executors cannot run our code at all): then that
     exception is raised once the bins already running end. ``shown`` (its labels in the order
@@ -77,15 +78,16 @@ def run_bins(
     sc = spark.sparkContext
     bins = plan_bins(sizes, sc.defaultParallelism)
     command = sc.broadcast((uuid.uuid4().hex, CloudPickleSerializer().dumps(fn)))
-    done = sc.accumulator([], progress.DoneList()) if shown is not None else None
-    position = {i: p for p, i in enumerate(i for b in bins for i in b)}  # where each is in launch order
+    position = array("q", bytes(8 * len(items)))  # where each item is in launch order
+    for p, i in enumerate(i for b in bins for i in b):
+        position[i] = p
     results: list = [None] * len(items)
 
     def run(number: int, indexes: list[int]) -> None:
         sc.setJobDescription(f"{what}: bin {number + 1} of {len(bins)}, {len(indexes)} partitions")
-        payload = [(position[i], items[i]) for i in indexes]
+        payload = [items[i] for i in indexes]
         try:
-            out = sc.parallelize([payload], 1).mapPartitions(_bin_task(command, done)).collect()
+            out = sc.parallelize([payload], 1).mapPartitions(_bin_task(command)).collect()
         except Exception as err:  # the bin's task failed, perhaps its worker died: its partitions only
             stop = fatal(str(err))
             if stop is not None:
@@ -94,12 +96,12 @@ def run_bins(
                 f"the Spark task of this partition's bin ({len(indexes)} partitions) failed: {_gist(err)}"
             )
             out = [failed(items[i], reason) for i in indexes]
-            if done is not None:
-                done.add([(position[i], Status.FAILED) for i in indexes])
         for i, result in zip(indexes, out, strict=True):
-            results[i] = result if keep is None else keep(result)
+            results[i] = result if keep is None else keep(result, items[i])
+        if shown is not None:  # the bin's partitions are done: the progress counts them
+            shown.update([(position[i], _status(results[i])) for i in indexes], progress.active_tasks(sc))
 
-    watching = shown.watching(sc, done) if shown is not None else contextlib.nullcontext()
+    watching = shown.watching(sc) if shown is not None else contextlib.nullcontext()
     pool = ThreadPoolExecutor(
         max(1, min(len(bins), sc.defaultParallelism, MAX_THREADS)), "kafka-log-jobs bin"
     )
@@ -126,18 +128,12 @@ def _gist(err: Exception) -> str:
     return worker or (python[-1] if python else type(err).__name__)[:300]
 
 
-def _bin_task(command, done) -> Callable:
+def _bin_task(command) -> Callable:
     def task(payloads):
         fn = _function(command)
         for payload in payloads:  # one: the bin
-            results, statuses = [], []
-            for pos, item in payload:
-                result = fn(item)
-                results.append(result)
-                statuses.append((pos, _status(result)))
-            if done is not None:
-                done.add(statuses)
-            yield from results
+            for item in payload:
+                yield fn(item)
 
     return task
 
@@ -156,4 +152,4 @@ def _function(command) -> Callable:
 
 def _status(result) -> str:
     row = getattr(result, "row", result)
-    return str(row.get("status", "done")) if isinstance(row, dict) else "done"
+    return str(row.get("status", "done")) if isinstance(row, Mapping) else "done"

@@ -67,39 +67,47 @@ class Progress:
 
     def __init__(self, title: str, labels: Sequence[str], sizes: Sequence[int], how: str | None = None):
         self.title = title
-        self.labels = list(labels)
-        self.sizes = list(sizes)
-        self.total_bytes = sum(self.sizes)
+        self.labels = labels  # any sequence: a broker's 50,000 names need not be made before they are shown
+        self.sizes = sizes
+        self.total_bytes = sum(sizes)
         self.how = mode() if how is None else how
-        self.done: dict[int, str] = {}
+        self.done = bytearray(len(labels))  # 1 where the slice is done: a byte a partition on the driver
+        self.done_count = 0
+        self.done_bytes = 0
         self.started = time.monotonic()
         self._bar: Any = None  # a rich Progress on a terminal
         self._bar_task: Any = None
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ what is known
     def running(self, active: int) -> list[str]:
         """The partitions being worked on: the first ``active`` slices not done (launched in slice order)."""
         out: list[str] = []
-        for i, label in enumerate(self.labels):
-            if len(out) >= active:
-                break
-            if i not in self.done:
-                out.append(label)
+        i = self.done.find(0)
+        while 0 <= i and len(out) < active:
+            out.append(self.labels[i])
+            i = self.done.find(0, i + 1)
         return out
 
     def bytes_done(self) -> int:
-        return sum(self.sizes[i] for i in self.done)
+        return self.done_bytes
 
     def update(self, finished: Sequence[tuple[int, str]], active: int = 0) -> None:
-        """Record newly finished slices and redraw (terminal) or print their lines (pipe)."""
+        """Record newly finished slices and redraw (terminal) or print their lines (pipe); from any thread."""
+        with self._lock:
+            self._update(finished, active)
+
+    def _update(self, finished: Sequence[tuple[int, str]], active: int) -> None:
         for i, status in finished:
-            if i in self.done:
+            if self.done[i]:
                 continue  # a task retried after it had reported
-            self.done[i] = status
+            self.done[i] = 1
+            self.done_count += 1
+            self.done_bytes += self.sizes[i]
             if self.how == "lines":
                 elapsed = time.monotonic() - self.started
                 click.echo(
-                    f"{self.title} [{len(self.done)}/{len(self.labels)}] {self.labels[i]}: {status} "
+                    f"{self.title} [{self.done_count}/{len(self.labels)}] {self.labels[i]}: {status} "
                     f"({human(self.sizes[i])}, {elapsed:.1f} s)",
                     err=True,
                 )
@@ -108,15 +116,16 @@ class Progress:
             shown = ", ".join(current[:3]) + (f" +{len(current) - 3}" if len(current) > 3 else "")
             self._bar.update(
                 self._bar_task,
-                completed=len(self.done),
+                completed=self.done_count,
                 bytes=f"{human(self.bytes_done())}/{human(self.total_bytes)}",
                 current=shown,
             )
 
     # ------------------------------------------------------------------ watching a Spark job
     @contextlib.contextmanager
-    def watching(self, spark_context, accumulator) -> Iterator[None]:
-        """Follow ``accumulator`` (a :class:`DoneList`) while the body runs the Spark job."""
+    def watching(self, spark_context, accumulator=None) -> Iterator[None]:
+        """Follow ``accumulator`` (a :class:`DoneList`) while the body runs the Spark job; without one, the
+        body calls :meth:`update` itself and this only redraws the bar."""
         if self.how == "none":
             yield
             return
@@ -127,9 +136,9 @@ class Progress:
         def poll() -> None:
             seen = 0
             while not stop.wait(POLL_SECONDS):
-                finished = list(accumulator.value)
-                self.update(finished[seen:], _active_tasks(spark_context))
-                seen = len(finished)
+                finished = list(accumulator.value) if accumulator is not None else []
+                self.update(finished[seen:], active_tasks(spark_context))
+                seen = max(seen, len(finished))
 
         thread = threading.Thread(target=poll, name="kafka-log-jobs progress", daemon=True)
         thread.start()
@@ -138,7 +147,8 @@ class Progress:
         finally:
             stop.set()
             thread.join()
-            self.update(list(accumulator.value))
+            if accumulator is not None:
+                self.update(list(accumulator.value))
             if self._bar is not None:
                 self._bar.stop()
 
@@ -171,7 +181,7 @@ class Progress:
         self._bar.start()
 
 
-def _active_tasks(spark_context) -> int:
+def active_tasks(spark_context) -> int:
     """Tasks running now in the active stages (the job's one stage)."""
     tracker = spark_context.statusTracker()
     active = 0

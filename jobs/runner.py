@@ -59,9 +59,12 @@ def run_job(
     store = RowStore(columns(row_type))
     given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
 
-    def keep(outcome: TaskOutcome) -> TaskOutcome:
-        log_dir = given.get(outcome.task.log_dir, outcome.task.log_dir)
-        return dataclasses.replace(outcome, row=store.keep(outcome.row, log_dir=log_dir))
+    def keep(outcome: TaskOutcome, task: PartitionTask | None = None) -> TaskOutcome:
+        """The outcome as the driver keeps it: its row in ``store``, and the driver's own ``task`` in place
+        of the copy that came back from the executor."""
+        task = task or outcome.task
+        log_dir = given.get(task.log_dir, task.log_dir)
+        return TaskOutcome(task, store.keep(outcome.row, log_dir=log_dir), outcome.recovered)
 
     outcomes = run_tasks(spark, listing, fn, row_type, writing=writing, title=title, keep=keep)
     if then is not None:
@@ -71,7 +74,7 @@ def run_job(
 
 def run_tasks(
     spark, listing: Listing, fn: TaskFn, row_type: type, *, writing: bool, title: str,
-    keep: Callable[[TaskOutcome], TaskOutcome] | None = None,
+    keep: Callable[[TaskOutcome, PartitionTask], TaskOutcome] | None = None,
 ) -> list[TaskOutcome]:  # fmt: skip
     """``fn`` over the listed partitions, with the listing's notes said first; for a job that writes, every
     log dir whose partitions this run all recovered is then marked cleanly shut down."""
@@ -129,7 +132,7 @@ def partition_bytes(task: PartitionTask) -> int:
 
 def run_distributed(
     spark, tasks: list[PartitionTask], fn: TaskFn, row_type: type | None = None, title: str | None = None,
-    keep: Callable[[TaskOutcome], TaskOutcome] | None = None,
+    keep: Callable[[TaskOutcome, PartitionTask], TaskOutcome] | None = None,
 ) -> list[TaskOutcome]:  # fmt: skip
     """Map ``fn`` over the tasks in Spark tasks that each run a bin of partitions (:mod:`jobs.bins`: sized
     by bytes, the largest partitions started first); the outcomes come back in the order of ``tasks``.
@@ -141,11 +144,24 @@ def run_distributed(
     shown = None
     if title is not None:
         order = bins.launch_order(sizes, spark.sparkContext.defaultParallelism)
-        shown = progress.Progress(title, [tasks[i].tp.dir_name for i in order], [sizes[i] for i in order])
+        shown = progress.Progress(title, _Labels(tasks, order), [sizes[i] for i in order])
     failed = functools.partial(failed_outcome, row_type=row_type)
     return bins.run_bins(
         spark, tasks, sizes, guarded, failed, environment_failure, shown=shown, what=title or "job", keep=keep
     )
+
+
+class _Labels(Sequence[str]):
+    """The partitions' names in launch order, each made when the progress shows it (not 50,000 at once)."""
+
+    def __init__(self, tasks: Sequence[PartitionTask], order: list[int]) -> None:
+        self._tasks, self._order = tasks, order
+
+    def __getitem__(self, i):  # an int: the progress never slices
+        return self._tasks[self._order[i]].tp.dir_name
+
+    def __len__(self) -> int:
+        return len(self._order)
 
 
 def failed_outcome(task: PartitionTask, reason: str, row_type: type | None = None) -> TaskOutcome:

@@ -69,10 +69,11 @@ def not_writable(log_dir: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def _fd(log_dir: Path) -> int:
+def _fd(log_dir: Path, key: str | None = None) -> int:
     """This process's one descriptor of ``<log_dir>/.lock``: read-write (created if missing) when the log
-    dir can be written, else read-only (enough for a shared lock: seeing a broker)."""
-    key = os.fspath(log_dir.resolve())
+    dir can be written, else read-only (enough for a shared lock: seeing a broker). ``key``: the log dir's
+    resolved path, when the caller has it."""
+    key = os.fspath(log_dir.resolve()) if key is None else key
     with _guard:
         fd = _fds.get(key)
         if fd is None:
@@ -89,8 +90,8 @@ def _fd(log_dir: Path) -> int:
 
 
 def _writable_fd(log_dir: Path) -> int:
-    fd = _fd(log_dir)
-    key = os.fspath(log_dir.resolve())
+    key = os.fspath(log_dir.resolve())  # once: a path resolved costs a stat per component
+    fd = _fd(log_dir, key)
     if key in _read_only:
         raise ReadOnlyLogDirError(
             not_writable(key) or f"{log_dir / LOCK_FILE} cannot be opened for writing by this user"

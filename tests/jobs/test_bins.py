@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs import bins
+from jobs import bins, progress
 
 GiB = 1024**3
 
@@ -85,3 +85,19 @@ def test_a_failure_of_the_executors_environment_stops_the_job(spark):
 
     with pytest.raises(Stop):
         bins.run_bins(spark, [1, 0, 2], [1, 2, 3], lambda x: {"v": 1 / x}, lambda item, reason: None, fatal)
+
+
+@pytest.mark.spark
+def test_progress_counts_each_partition_once_as_its_bin_ends_even_a_crashed_bins(spark):
+    items = [f"p{i}" for i in range(60)] + ["crash"]
+    sizes = [1000 * i for i in range(60)] + [5000]
+    order = bins.launch_order(sizes, spark.sparkContext.defaultParallelism)
+    shown = progress.Progress("job", [items[i] for i in order], [sizes[i] for i in order], how="none")
+    results = bins.run_bins(
+        spark, items, sizes, _crash_on, lambda item, reason: {"item": item, "status": "failed"},
+        lambda message: None, shown=shown, keep=lambda result, item: (result, item),
+    )  # fmt: skip
+    assert shown.done_count == len(items) and all(shown.done)
+    assert shown.bytes_done() == sum(sizes)
+    # what the driver keeps holds its own item, not the copy that came back from the executor
+    assert all(item is items[i] and result["item"] == item for i, (result, item) in enumerate(results))
