@@ -511,8 +511,9 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         if k["cleaner_thread_cpu_seconds"]:
             r["kafka_mb_per_cpu_s"] = r["input_bytes"] / k["cleaner_thread_cpu_seconds"] / 1e6
             r["ours_vs_kafka"] = r["ours_mb_per_cpu_s"] / r["kafka_mb_per_cpu_s"]
-        if k["seconds_printed"]:  # wall time of the work: Kafka's cleaner as it prints it, ours as measured
-            r["ours_vs_kafka_wall"] = k["seconds_printed"] / r["ours"]["seconds"]
+        kafka_wall = k.get("seconds_from_rate") or k["seconds_printed"]
+        if kafka_wall:  # wall time of the work: Kafka's cleaner as it prints it, ours as measured
+            r["ours_vs_kafka_wall"] = kafka_wall / r["ours"]["seconds"]
         # the same records: the counts both cleaners report, and the records themselves (bench.kept)
         r["same_records_kept"] = (
             r["ours"]["rows"][0]["records_after"] == k["end_messages"]

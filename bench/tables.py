@@ -105,6 +105,26 @@ def append(log_dir: Path, start: int, count: int, keys: int, seed: int) -> None:
             writer.close()
 
 
+def prepare(work: Path, records: int) -> tuple[Path, Path]:
+    """The log dirs the section reads (``records`` a topic, and a small one to warm up on), generated once
+    and kept in ``work`` for the next run of the same size (``--prepare``: before a measuring slot)."""
+    found = []
+    for name, count, keys, seed in (
+        (f"source-{records}", records, records // 2, 1),
+        ("warm", 2_000, 1_000, 2),
+    ):
+        where = work / name
+        done = where / ".generated"
+        if not done.is_file():
+            shutil.rmtree(where, ignore_errors=True)
+            where.mkdir(parents=True)
+            _registry(where)
+            append(where, 0, count, keys, seed=seed)
+            done.write_text(f"{count}\n")
+        found.append(where)
+    return found[0], found[1]
+
+
 def _export(spark, log_dir: Path, topic: str, settings) -> tuple[float, int]:
     from jobs import export
     from kafka_log_core.work.outcome import Status
@@ -120,22 +140,19 @@ def _export(spark, log_dir: Path, topic: str, settings) -> tuple[float, int]:
     return seconds, sum(r["rows"] for r in rows)
 
 
-def measure(work: Path, *, quick: bool, master: str) -> dict:
+def measure(work: Path, *, quick: bool, master: str, records: int | None = None) -> dict:
     from jobs import export
     from jobs.spark import spark_session
     from jobs.tables import IcebergCatalog
     from spark_udfs import packages
 
-    records = QUICK_RECORDS if quick else FULL_RECORDS
+    records = records or (QUICK_RECORDS if quick else FULL_RECORDS)
     keys = records // 2
+    source, warm = prepare(work, records)
+    for stale in [p for p in work.iterdir() if p.is_dir() and p != warm and not p.name.startswith("source-")]:
+        shutil.rmtree(stale)
     data = work / "logs"
-    shutil.rmtree(work, ignore_errors=True)
-    data.mkdir(parents=True)
-    _registry(data)
-    append(data, 0, records, keys, seed=1)
-    warm = work / "warm"
-    _registry(warm)
-    append(warm, 0, 2_000, 1_000, seed=2)
+    shutil.copytree(source, data)  # the 1 % is appended to this copy
     conf = {**packages.packages_conf(packages.iceberg_packages()), **packages.extensions_conf(iceberg=True)}
     spark = spark_session(master, "kafka-log-jobs bench tables", conf=conf)
     cores = spark.sparkContext.defaultParallelism
@@ -202,8 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", required=True, help="where the data and the tables go")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_RECORDS:,} records a topic")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--records", type=int, help=f"records a topic (default {FULL_RECORDS:,})")
+    parser.add_argument("--prepare", action="store_true", help="only generate the log dirs (kept in --work)")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(Path(args.work), quick=args.quick, master=args.master)))
+    records = args.records or (QUICK_RECORDS if args.quick else FULL_RECORDS)
+    if args.prepare:
+        prepare(Path(args.work), records)
+        return 0
+    print(json.dumps(measure(Path(args.work), quick=args.quick, master=args.master, records=records)))
     return 0
 
 

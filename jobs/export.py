@@ -22,6 +22,7 @@ import functools
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -106,14 +107,15 @@ def list_partitions(options: dict[str, str]) -> list[PartitionTask]:
 
 
 def check_partitions(
-    spark, options: dict[str, str]
+    spark, options: dict[str, str], clusters: loaded.Clusters | None = None
 ) -> tuple[dict[TopicPartition, ExportRow], dict[TopicPartition, str]]:
-    """The partitions the export cannot read whole, each with its failed row: planned on the driver,
-    then every split read through once on the executors without decoding records (``rows.check_split``:
-    what the write would visit). Nothing raises, so nothing is printed but our one line per failure.
-    Also the notes of the partitions read as the broker's loader would leave them (a crashed log dir)."""
+    """The partitions a read with ``options`` cannot read whole, each with its failed row: planned on the
+    driver, then every split read through once on the executors without decoding records
+    (``rows.check_split``: what the write would visit -- for an incremental export only what it reads
+    since the table's marks). Nothing raises, so nothing is printed but our one line per failure. Also
+    the notes of the partitions read as the broker's loader would leave them (a crashed log dir)."""
     read = ReadOptions.parse(options)
-    planned = planning.plan_partitions(read)
+    planned = planning.plan_partitions(read, clusters)
     failed = {}
     notes = {}
     for source, outcome in planned:
@@ -149,18 +151,20 @@ def run(spark, log_dirs: Sequence[str], topic_regex: str | None, settings: Expor
     spark_udfs.register(spark)
     options = source_options(log_dirs, topic_regex, settings)
     sources = list_partitions(options)
-    failed, notes = check_partitions(spark, options)
+    failed: dict[TopicPartition, ExportRow] = {}
+    results: dict[TopicPartition, ExportRow] = {}
+    with tempfile.TemporaryDirectory(prefix="kafka-log-export-") as directory:
+        for group in _groups(sources, options, settings, directory):
+            results.update(_export_group(spark, group, sources, failed, settings))
     for row in failed.values():
         output.tell(f"{row.log_dir}: {row.topic}-{row.partition}: {row.reason}")
-    results: dict[TopicPartition, ExportRow] = {}
-    for group in _groups(sources, failed, options, settings):
-        results.update(_export_group(spark, group, sources, failed, notes, settings))
     rows = [dataclasses.asdict(failed.get(s.tp) or results[s.tp]) for s in sources]
     return sorted(rows, key=runner.by_partition)
 
 
-def _groups(sources, failed, options: dict[str, str], settings: ExportSettings) -> list[writes.Group]:
-    """The tables of the export: one for every partition (bytes), or one per topic (schemas)."""
+def _groups(sources, options: dict[str, str], settings: ExportSettings, directory: str) -> list[writes.Group]:
+    """The tables of the export: one for every partition (bytes), or one per topic (schemas; a registry
+    URL asked once, its answers saved in ``directory`` for every read of the export)."""
     options = {k: v for k, v in options.items() if k not in ("subscribePattern", "subscribe", "assign")}
     base_settings = {
         "view": settings.view, "isolation": settings.isolation_level, "headers": settings.include_headers,
@@ -172,7 +176,8 @@ def _groups(sources, failed, options: dict[str, str], settings: ExportSettings) 
         return (
             [writes.Group(table, None, tps, options, base_settings, partition_by=("topic",))] if tps else []
         )
-    store = registry_topic.load(settings.schemas, settings.schemas_topic, tuple(json.loads(options["paths"])))
+    schemas = registry_topic.pinned(settings.schemas, directory)
+    store = registry_topic.load(schemas, settings.schemas_topic, tuple(json.loads(options["paths"])))
     groups = []
     for topic in sorted({s.topic for s in sources}):
         decoders = TopicDecoders.of(store, topic)  # type: ignore[arg-type]
@@ -180,7 +185,7 @@ def _groups(sources, failed, options: dict[str, str], settings: ExportSettings) 
             "key": None if decoders.key is None else decoders.key.latest.id,
             "value": None if decoders.value is None else decoders.value.latest.id,
         }
-        topic_options = {**options, "schemas": settings.schemas, "schemasTopic": settings.schemas_topic}
+        topic_options = {**options, "schemas": schemas, "schemasTopic": settings.schemas_topic}
         groups.append(
             writes.Group(
                 table_of(settings, topic, side=False), table_of(settings, topic, side=True),
@@ -207,10 +212,11 @@ def table_of(settings: ExportSettings, topic: str | None, *, side: bool) -> Tabl
 
 
 def _export_group(
-    spark, group: writes.Group, sources, failed, notes: dict[TopicPartition, str], settings: ExportSettings
+    spark, group: writes.Group, sources, failed: dict[TopicPartition, ExportRow], settings: ExportSettings
 ) -> dict[TopicPartition, ExportRow]:
-    """One group's tables written; the exported partitions' rows (``notes``: how the source read a
-    partition, e.g. as the broker's loader would leave a crashed dir, the row's reason)."""
+    """One group's tables written; the exported partitions' rows. A partition that cannot be read goes
+    to ``failed`` and the group is planned again without it: found on the driver (its state now), by
+    the check of what the write reads, or named by the write's Spark error."""
     by_tp = {s.tp: s for s in sources}
     clusters = loaded.Clusters(planning.expand_paths(tuple(json.loads(group.options["paths"]))))
     while True:
@@ -232,6 +238,12 @@ def _export_group(
             partition_name(tp.topic, tp.partition): n.mark(last_batches[tp]) for tp, n in now.items()
         }
         planned = writes.plan(group, spark, state, now, settings.incremental)
+        read_now = writes.write_options(group, planned, now)
+        unreadable, notes = check_partitions(spark, read_now, clusters) if now else ({}, {})
+        unreadable = {tp: row for tp, row in unreadable.items() if tp in now}
+        if unreadable:  # planned again without them: an incremental plan keeps their rows and marks
+            failed.update(unreadable)
+            continue
         try:
             if planned.full:
                 if now:

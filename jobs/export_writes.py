@@ -115,17 +115,43 @@ def _side_frame(df):
     )
 
 
+def full_options(group: Group, now: dict[TopicPartition, PartitionNow]) -> dict[str, str]:
+    """The read of a full export: the partitions that can be read, from their log start to the ends
+    measured now."""
+    return {
+        **group.options,
+        "assign": _assign(list(now)),
+        "endingOffsets": _offsets({tp: n.end for tp, n in now.items()}),
+    }
+
+
+def incremental_options(
+    group: Group, planned: IncrementPlan, now: dict[TopicPartition, PartitionNow]
+) -> dict[str, str]:
+    """The read of an incremental export: each partition from where its plan starts (only what was
+    written since the table's mark, unless the plan reads it whole) to its end now; the last record of
+    each key there, tombstones included."""
+    plans = planned.partitions or {}
+    starts = {tp: plans[partition_name(tp.topic, tp.partition)].read_from for tp in now}
+    return {
+        **group.options, "assign": _assign(list(now)), "level": "latest", "includeTombstones": "true",
+        "startingOffsets": _offsets(starts), "endingOffsets": _offsets({tp: n.end for tp, n in now.items()}),
+    }  # fmt: skip
+
+
+def write_options(
+    group: Group, planned: IncrementPlan, now: dict[TopicPartition, PartitionNow]
+) -> dict[str, str]:
+    """What the export of ``planned`` reads (the check before the write visits exactly that)."""
+    return full_options(group, now) if planned.full else incremental_options(group, planned, now)
+
+
 def write_full(
     spark, group: Group, now: dict[TopicPartition, PartitionNow], marks: dict[str, PartitionMark]
 ) -> None:
     """The group's tables replaced by what its partitions hold up to the ends in ``now`` (the partitions
     that can be read; the others are left out, each with its failed row)."""
-    options = {
-        **group.options,
-        "assign": _assign(list(now)),
-        "endingOffsets": _offsets({tp: n.end for tp, n in now.items()}),
-    }
-    df = _read(spark, options)
+    df = _read(spark, full_options(group, now))
     state = TableState(group.settings, marks)
     if group.side is None:
         group.table.replace(spark, df, state, group.partition_by)
@@ -157,18 +183,9 @@ def write_incremental(
     """The changes of each partition since its plan's start merged into the group's tables, rows the plan
     drops deleted, in one commit per table. ``kept``: marks carried over unchanged (partitions that
     could not be read this time keep their rows and marks)."""
-    plans = planned.partitions or {}
-    starts = {tp: plans[partition_name(tp.topic, tp.partition)].read_from for tp in now}
-    options = {
-        **group.options, "assign": _assign(list(now)), "level": "latest", "includeTombstones": "true",
-        "startingOffsets": _offsets(starts), "endingOffsets": _offsets({tp: n.end for tp, n in now.items()}),
-    }  # fmt: skip
     state = TableState(group.settings, {**kept, **marks})
-    delete = _delete_condition(list(plans.values()))
-    if not now:
-        changes = None
-    else:
-        changes = _read(spark, options)
+    delete = _delete_condition(list((planned.partitions or {}).values()))
+    changes = _read(spark, incremental_options(group, planned, now)) if now else None
     _merge(spark, group.table, group, changes, delete, state, side=False)
     if group.side is not None:
         _merge(spark, group.side, group, changes, delete, state, side=True)

@@ -58,6 +58,8 @@ class Clusters:
         self.log_dirs = log_dirs
         self._views: dict[str, ClusterView | None] = {}
         self._read: dict[Path, ClusterMetadata] = {}
+        #: Each partition as loaded, by (log dir, partition, failOnDataLoss): planned once per instance.
+        self.loaded: dict[tuple[str, object, bool], Loaded] = {}
 
     def view(self, log_dir: str) -> ClusterView | None:
         if log_dir not in self._views:
@@ -80,7 +82,17 @@ class Clusters:
 
 
 def open_as_loaded(source, fail_on_data_loss: bool, clusters: Clusters) -> Loaded:
-    """``source`` (a listing.PartitionTask) as the loader would leave it; see the module docstring."""
+    """``source`` (a listing.PartitionTask) as the loader would leave it; see the module docstring. Opened
+    (a crashed dir's recovery planned) once per ``clusters``: a job that looks at a partition several
+    times on its driver (its state, the check, the write's plan) pays for it once."""
+    key = (os.fspath(source.log_dir), source.tp, fail_on_data_loss)
+    found = clusters.loaded.get(key)
+    if found is None:
+        found = clusters.loaded[key] = _open_as_loaded(source, fail_on_data_loss, clusters)
+    return found
+
+
+def _open_as_loaded(source, fail_on_data_loss: bool, clusters: Clusters) -> Loaded:
     directory = Path(source.log_dir) / source.tp.dir_name
     ckpt = source.checkpoints
     as_is = PartitionLog.open(source.log_dir, source.tp, ckpt)

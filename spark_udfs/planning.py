@@ -142,10 +142,13 @@ def plan(options: ReadOptions) -> list[Split]:
     return splits_of(planned, options)
 
 
-def plan_partitions(options: ReadOptions) -> list[tuple[PartitionTask, _Planned | PartitionReadError]]:
-    """Each selected partition's plan, or why it cannot be planned (a job fails that partition alone)."""
+def plan_partitions(
+    options: ReadOptions, clusters: loaded.Clusters | None = None
+) -> list[tuple[PartitionTask, _Planned | PartitionReadError]]:
+    """Each selected partition's plan, or why it cannot be planned (a job fails that partition alone);
+    ``clusters``: the job's, whose partitions are opened as loaded already."""
     out: list[tuple[PartitionTask, _Planned | PartitionReadError]] = []
-    clusters = loaded.Clusters(expand_paths(options.paths))
+    clusters = loaded.Clusters(expand_paths(options.paths)) if clusters is None else clusters
     for source in find_partitions(options):
         try:
             out.append((source, _plan_partition(options, source, clusters)))

@@ -11,6 +11,7 @@ the registry's own reader thread reads them at start-up; every batch checked as 
 from __future__ import annotations
 
 import json
+import os
 
 from kafka_log_core.errors import SchemaError, UsageError
 from kafka_log_core.registry import rest
@@ -47,6 +48,19 @@ def load(schemas: str, topic: str, paths: tuple[str, ...]) -> SchemaStore | None
     if rest.is_registry_url(schemas):
         return rest.read_registry(schemas)
     return read_schema_file(check(schemas))
+
+
+def pinned(schemas: str, directory: str) -> str:
+    """The ``schemas`` value a job passes to its reads: a registry URL's answers asked once and saved as a
+    schema file in ``directory`` (the job's own), so that the columns and every read decode with one
+    snapshot of a registry that may change meanwhile, and the credentials are used on the driver only;
+    any other value as it is."""
+    if not rest.is_registry_url(schemas):
+        return schemas
+    path = os.path.join(directory, "registry-schemas.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(rest.read_answers(schemas), f)
+    return path
 
 
 def check(schemas: str) -> str:

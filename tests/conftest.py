@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-# The real Kafka broker fixtures live in tests/kafka_harness.py.
-pytest_plugins = ["tests.kafka_harness"]
+# The real Kafka broker fixtures live in tests/kafka_harness.py, the Iceberg REST catalog's in
+# tests/iceberg_rest_harness.py.
+pytest_plugins = ["tests.kafka_harness", "tests.iceberg_rest_harness"]
 
 
 @pytest.fixture(scope="session")

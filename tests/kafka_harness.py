@@ -188,13 +188,25 @@ def resolve_kafka_jars(
     lib_dir: Path | None = None, *, release: KafkaRelease = KAFKA_4, timeout: float = 900.0
 ) -> Path:
     """Copy the runtime jars of ``release`` into ``lib_dir`` (default: the release's) with Maven, unless
-    they are already there.
+    they are already there (:func:`resolve_jars`)."""
+    return resolve_jars(
+        release.pom, release.lib_dir if lib_dir is None else lib_dir, expected="kafka_2.13-",
+        what=f"Kafka {release.version}", pinned=None if release.pinned is None else ("kafka.version", release.pinned),
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def resolve_jars(
+    pom: Path, lib_dir: Path, *, expected: str, what: str, pinned: tuple[str, str] | None = None,
+    timeout: float = 900.0,
+) -> Path:  # fmt: skip
+    """Copy the runtime jars of ``pom`` into ``lib_dir`` with Maven, unless they are already there (a jar
+    named ``expected``... among them); ``pinned``: a property given to Maven (-Dname=value).
 
     The stamp file in ``lib_dir`` records the pom's SHA-256 and the jar names; a changed pom or a missing
     jar triggers a fresh copy. Downloads are cached in ~/.m2. Safe to call from parallel sessions.
     """
-    lib_dir = release.lib_dir if lib_dir is None else lib_dir
-    digest = _pom_digest(release.pom, release.pinned)
+    digest = _pom_digest(pom, None if pinned is None else pinned[1])
     if _jars_complete(lib_dir, digest):
         return lib_dir
     lib_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -209,25 +221,23 @@ def resolve_kafka_jars(
             "-q",
             "-B",
             "-f",
-            str(release.pom),
+            str(pom),
             "dependency:copy-dependencies",
             f"-DoutputDirectory={staging}",
-            *([] if release.pinned is None else [f"-Dkafka.version={release.pinned}"]),
+            *([] if pinned is None else [f"-D{pinned[0]}={pinned[1]}"]),
         ]
         started = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         jars = sorted(p.name for p in staging.glob("*.jar")) if staging.is_dir() else []
-        if proc.returncode != 0 or not any(j.startswith("kafka_2.13-") for j in jars):
+        if proc.returncode != 0 or not any(j.startswith(expected) for j in jars):
             raise BrokerHarnessError(
-                f"resolving Kafka {release.version} jars from {release.pom} failed (exit {proc.returncode}):\n"
+                f"resolving {what} jars from {pom} failed (exit {proc.returncode}):\n"
                 f"{_tail(proc.stdout + proc.stderr, 40)}"
             )
         (staging / _STAMP_NAME).write_text("\n".join([f"pom-sha256 {digest}", *jars]) + "\n")
         shutil.rmtree(lib_dir, ignore_errors=True)
         staging.rename(lib_dir)
-        print(
-            f"[kafka-harness] resolved {len(jars)} jars for Kafka {release.version} in {time.monotonic() - started:.1f}s"
-        )
+        print(f"[kafka-harness] resolved {len(jars)} jars for {what} in {time.monotonic() - started:.1f}s")
     return lib_dir
 
 

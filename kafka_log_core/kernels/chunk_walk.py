@@ -25,21 +25,13 @@ from kafka_log_core.format.record_batch import (
     CONTROL_MASK,
     CRC_OFFSET,
     HEADER_SIZE,
-    MAX_RECORD_BYTES,
     MIN_RECORD_BYTES,
 )
 from kafka_log_core.kernels.batch_header import BASE_OFFSET_AT, RECORDS_COUNT_AT, framing
-from kafka_log_core.kernels.codec_kernels import (
-    LZ4_NEEDS_ROOM,
-    LZ4_OK,
-    gzip_members,
-    lz4_frame,
-    snappy_stream,
-    zstd_frames,
-)
+from kafka_log_core.kernels.codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, decode_area, decode_limit
 from kafka_log_core.kernels.crc32c import crc32c
 from kafka_log_core.kernels.digest_store import STORE_NONE, STORE_STATE, STORE_USE
-from kafka_log_core.kernels.fields import prefetch_row, read_i16, read_i32, read_i64, read_u32
+from kafka_log_core.kernels.fields import borrowed, prefetch_row, read_i16, read_i32, read_i64, read_u32
 from kafka_log_core.kernels.header_scan import UNREADABLE_CONTROL
 from kafka_log_core.kernels.key_digest import DIGEST_HI, DIGEST_LO, hash_rows
 from kafka_log_core.kernels.offset_map import map_slot
@@ -80,12 +72,7 @@ CHUNK_WALK_FAILED = 103
 B_POS, B_FIRST, B_WALKED, B_AREA = range(4)
 AREA_SEGMENT, AREA_KERNEL = -1, -2  # B_AREA: the segment's own bytes, karea; >= 0: a Python-decompressed one
 NOT_DECOMPRESSED = 100  # CHUNK_STATE.error of a batch Python could not decompress (not a record_walk.ERR_*)
-NONE_CODEC, GZIP_CODEC, SNAPPY_CODEC = (
-    int(CompressionType.NONE),
-    int(CompressionType.GZIP),
-    int(CompressionType.SNAPPY),
-)
-LZ4_CODEC, ZSTD_CODEC = int(CompressionType.LZ4), int(CompressionType.ZSTD)
+NONE_CODEC, ZSTD_CODEC = int(CompressionType.NONE), int(CompressionType.ZSTD)  # the kernels decode 1..4
 BATCH_COLUMNS = 4
 
 
@@ -163,15 +150,10 @@ def walk_chunk(
             source = SOURCE_AREAS
             a0, a1 = bounds[area_next, 0], bounds[area_next, 1]
         elif NONE_CODEC < codec <= ZSTD_CODEC:  # decoded here, into karea
-            limit = min(max_batch_bytes, max(count, 0) * MAX_RECORD_BYTES)
-            if codec == LZ4_CODEC:
-                found, kend = lz4_frame(buf, pos + HEADER_SIZE, pos + total, karea_w, kused, limit)
-            elif codec == SNAPPY_CODEC:
-                found, kend = snappy_stream(buf, pos + HEADER_SIZE, pos + total, karea_w, kused, limit)
-            elif codec == GZIP_CODEC:
-                found, kend = gzip_members(codecs, buf, pos + HEADER_SIZE, pos + total, karea_w, kused, limit)
-            else:
-                found, kend = zstd_frames(codecs, buf, pos + HEADER_SIZE, pos + total, karea_w, kused, limit)
+            limit = decode_limit(count, max_batch_bytes)
+            found, kend = decode_area(
+                codecs, codec, buf, pos + HEADER_SIZE, pos + total, karea_w, kused, limit
+            )
             if found == LZ4_NEEDS_ROOM:
                 outcome = CHUNK_FULL if nb else STOP_AREA_ROOM
                 break
@@ -270,6 +252,7 @@ def walk_segment(buf, pos, end, karea_w, karea_r, codecs, max_batch_bytes):
     """The scan every pass makes, on its own: framing, CRC32C, every record walked and every key hashed,
     from ``pos``. Returns (status, position, batches, records); stops like the passes (STOP_LEGACY,
     STOP_COMPRESSED, ERR_*). For measuring and for readers that only need the counts."""
+    buf, karea_w, karea_r, codecs = borrowed(buf), borrowed(karea_w), borrowed(karea_r), borrowed(codecs)
     rec, dig, bat = new_chunk(CHUNK_RECORDS, CHUNK_BATCHES)
     batches = 0
     records = 0

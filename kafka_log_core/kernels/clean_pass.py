@@ -47,7 +47,7 @@ from kafka_log_core.kernels.chunk_walk import (
 )
 from kafka_log_core.kernels.codec_kernels import compress_area, compress_bound
 from kafka_log_core.kernels.crc32c import crc32c
-from kafka_log_core.kernels.fields import copy_bytes, read_i32, write_i16, write_i32, write_i64
+from kafka_log_core.kernels.fields import borrowed, copy_bytes, read_i32, write_i16, write_i32, write_i64
 from kafka_log_core.kernels.header_scan import NOT_CONTROL, UNREADABLE_CONTROL
 from kafka_log_core.kernels.key_digest import DIGEST_HI, DIGEST_LO
 from kafka_log_core.kernels.offset_map import map_find
@@ -422,6 +422,16 @@ def clean(
     into the output, or (no library for its codec) left as a hole in it (``OUT_BATCH``) for Python to
     compress when it writes the buffer out. ``keep``:
     the keep list, read when ``st.keep_list`` (then no key is hashed)."""
+    buf, areas, bounds, slots, keep, producers = (
+        borrowed(buf), borrowed(areas), borrowed(bounds), borrowed(slots), borrowed(keep), borrowed(producers)
+    )  # fmt: skip
+    txn, tstate, events, out, outb, scratch = (
+        borrowed(txn), borrowed(tstate), borrowed(events), borrowed(out), borrowed(outb), borrowed(scratch)
+    )  # fmt: skip
+    store, sst, karea_w, karea_r, codecs = (
+        borrowed(store), borrowed(sst), borrowed(karea_w), borrowed(karea_r), borrowed(codecs)
+    )  # fmt: skip
+    rec, dig, bat, cst, st = borrowed(rec), borrowed(dig), borrowed(bat), borrowed(cst), borrowed(st)
     c = cst[0]
     hash_upto = np.int64(-2) if st[0].keep_list else st[0].latest_offset
     while True:

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from kafka_log_core.format import compression
+from kafka_log_core.format.record_batch import MAX_RECORD_BYTES
 from kafka_log_core.kernels.fields import copy_bytes, copy_match, read_i32, write_u32_le
 from kafka_log_core.kernels.native_codecs import (
     C_GZIP_BOUND,
@@ -353,3 +354,24 @@ def gzip_members(codecs, src, pos, end, dst, op, limit):
         pos += used[0]
         out += used[1]
     return LZ4_OK, out
+
+
+# ---------------------------------------------------------------------------------------------- any codec
+@njit(cache=True, inline="always")
+def decode_limit(count, max_batch_bytes):
+    """The most a batch of ``count`` records may decode to (``record_batch.area_limit``)."""
+    return min(max_batch_bytes, max(count, 0) * MAX_RECORD_BYTES)
+
+
+@njit(cache=True, inline="always")
+def decode_area(codecs, codec, src, pos, end, dst, op, limit):
+    """The record area ``src[pos:end]`` of a batch compressed with ``codec`` (lz4, snappy, gzip or zstd)
+    decoded into ``dst`` from ``op``, at most ``limit`` bytes, by the decoder of that codec above.
+    Returns (LZ4_* status, output end)."""
+    if codec == _LZ4_CODEC:
+        return lz4_frame(src, pos, end, dst, op, limit)
+    if codec == _SNAPPY_CODEC:
+        return snappy_stream(src, pos, end, dst, op, limit)
+    if codec == _GZIP_CODEC:
+        return gzip_members(codecs, src, pos, end, dst, op, limit)
+    return zstd_frames(codecs, src, pos, end, dst, op, limit)

@@ -168,3 +168,27 @@ def load_u32_le(typingctx, arr, pos):
         return builder.load(ptr, align=1)
 
     return sig, codegen
+
+
+@intrinsic
+def borrowed(typingctx, arr):
+    """``arr`` as a view without a reference count, for a kernel to pass around within one call.
+
+    numba counts references to an array (an atomic add on its memory info) every time a variable takes
+    it, which inlined helpers and per-batch choices of a source do for every batch and record: in the
+    passes that was most of the time of a small batch. A view whose memory info is null makes each of
+    those a null check. Only for the arguments of a kernel entry point, which its caller keeps alive for
+    the call; never returned, never stored beyond the call."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        src = context.make_array(arr)(context, builder, value=args[0])
+        view = context.make_array(arr)(context, builder)
+        for name in ("nitems", "itemsize", "data", "shape", "strides"):
+            setattr(view, name, getattr(src, name))
+        view.meminfo = cgutils.get_null_value(src.meminfo.type)
+        view.parent = cgutils.get_null_value(src.parent.type)
+        return view._getvalue()
+
+    return arr(arr), codegen

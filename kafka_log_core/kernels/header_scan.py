@@ -33,7 +33,7 @@ from kafka_log_core.kernels.batch_header import (
     framing,
 )
 from kafka_log_core.kernels.crc32c import crc32c
-from kafka_log_core.kernels.fields import read_i16, read_i32, read_i64, read_u32
+from kafka_log_core.kernels.fields import borrowed, read_i16, read_i32, read_i64, read_u32
 from kafka_log_core.kernels.record_walk import OK, read_varint, walk_record
 from kafka_log_core.kernels.statuses import CONTINUE, DONE, ERR_BATCH, ERR_CRC, STOP_LEGACY
 
@@ -196,6 +196,7 @@ def header_rows(rows: np.ndarray) -> np.ndarray:
 def verify_batches(buf, pos, end):
     """Framing and CRC32C of every v2 batch from ``pos`` (strict: a partial batch at the end is an
     error). Returns (status, position): DONE, STOP_LEGACY (Python checks that entry's CRC32) or ERR_*."""
+    buf = borrowed(buf)
     while True:
         status, total, magic = framing(buf, pos, end)
         if status != CONTINUE:

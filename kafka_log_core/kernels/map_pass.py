@@ -26,7 +26,7 @@ from kafka_log_core.kernels.chunk_walk import (
     walk_chunk,
 )
 from kafka_log_core.kernels.digest_store import STORE_FILL, store_put
-from kafka_log_core.kernels.fields import read_i32
+from kafka_log_core.kernels.fields import borrowed, read_i32
 from kafka_log_core.kernels.header_scan import NOT_CONTROL, UNREADABLE_CONTROL
 from kafka_log_core.kernels.key_digest import DIGEST_HI, DIGEST_LO
 from kafka_log_core.kernels.offset_map import map_put
@@ -132,6 +132,14 @@ def build_map(
     records of the run of compressed batches at ``st.position``, from ``st.area_next`` on (see
     ``walk_chunk``); ``rec``/``dig``/``bat``/``cst``: the chunk, kept between calls (a stop resumes
     the chunk it stopped in). See the module docstring for the statuses."""
+    buf, areas, bounds, slots, txn, tstate, events = (
+        borrowed(buf), borrowed(areas), borrowed(bounds), borrowed(slots), borrowed(txn), borrowed(tstate),
+        borrowed(events),
+    )  # fmt: skip
+    store, sst, karea_w, karea_r, codecs = (
+        borrowed(store), borrowed(sst), borrowed(karea_w), borrowed(karea_r), borrowed(codecs)
+    )  # fmt: skip
+    rec, dig, bat, cst, st = borrowed(rec), borrowed(dig), borrowed(bat), borrowed(cst), borrowed(st)
     c = cst[0]
     while True:
         if not (c.next < c.batches and bat[c.next, B_POS] == st[0].position):

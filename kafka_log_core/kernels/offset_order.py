@@ -18,7 +18,7 @@ from kafka_log_core.kernels.batch_header import (
     MAGIC_AT,
     RECORDS_COUNT_AT,
 )
-from kafka_log_core.kernels.fields import read_i32, read_i64
+from kafka_log_core.kernels.fields import borrowed, read_i32, read_i64
 
 # What check_offsets finds, with the batch's position and (first, last, other) offsets or counts.
 OFFSETS_OK = 0
@@ -33,6 +33,7 @@ def check_offsets(buf, segment_base, previous_last, has_previous):
     """Walk the batches of ``buf`` (a whole segment) from position 0. Returns (finding, position, first,
     last, other): OFFSETS_OK with ``last`` the last batch's last offset (``previous_last`` when there is
     none) and ``other`` 1 when there was a batch or a previous one, else the first problem."""
+    buf = borrowed(buf)
     pos = 0
     end = buf.shape[0]
     last_prev = previous_last

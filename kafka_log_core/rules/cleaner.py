@@ -33,9 +33,12 @@ from kafka_log_core.log.segment import Segment
 from kafka_log_core.log.segment_files import replace_segments
 from kafka_log_core.rules import record_size_limit
 from kafka_log_core.rules.cleaner_segments import (
+    NO_AREAS,
     NO_STORE,
+    Areas,
     CleanedSegment,
     clean_segment,
+    decode_areas,
     map_segment,
     new_store,
     producer_array,
@@ -161,19 +164,26 @@ def keyed_bound(log: PartitionLog, start: int, end: int) -> int:
 
 DIGEST_STORE_BYTES = 64 * 1024 * 1024  # key digests kept from pass 1 for pass 2 (24 bytes per record)
 _STORE_ROW_BYTES = 24
+# Records of compressed batches decoded once for both passes, held from pass 1 until pass 2 cleans their
+# segment: at most this much per partition being cleaned; a segment past it is decoded in each pass.
+DECODED_STORE_BYTES = 128 * 1024 * 1024
 
 
 def build_offset_map(
     log: PartitionLog, start: int, end: int, offset_map: OffsetMap, verified: set[int] | None = None,
     digests: dict[int, np.ndarray] | None = None, max_batch_bytes: int = compression.MAX_BATCH_BYTES,
+    decoded: dict[int, Areas] | None = None,
 ) -> MapResult:  # fmt: skip
     """Pass 1 over the dirty section [start, end), one compiled call per segment. ``verified`` collects
     the base offsets of the segments whose every batch had its CRC checked on the way; ``digests`` the
     key digests of whole dirty segments, for pass 2 (within DIGEST_STORE_BYTES and half the configured
-    map: the store never outgrows the memory the map is allowed)."""
+    map: the store never outgrows the memory the map is allowed); ``decoded`` the records of the
+    compressed batches of whole dirty segments, decoded once for both passes (within
+    DECODED_STORE_BYTES)."""
     budget = 0
     if digests is not None:
         budget = min(DIGEST_STORE_BYTES, offset_map.slots * 24 // 2) // _STORE_ROW_BYTES
+    decoded_budget = DECODED_STORE_BYTES if decoded is not None else 0
     dirty = log.segments_in(start, end)
     tracker = TransactionTracker()
     tracker.add_aborted(log.collect_aborted_transactions(start, end))
@@ -189,8 +199,14 @@ def build_offset_map(
         rows = min(budget, segment.size // _STORE_ROW_BYTES + 16)
         if digests is not None and segment.base_offset >= start and position == 0 and rows > 16:
             store = new_store(rows, digest_store.STORE_FILL)
-        full = map_segment(segment, position, offset_map.table, tracker, st, store)
+        areas = None
+        if decoded is not None and segment.base_offset >= start and position == 0 and decoded_budget > 0:
+            areas = decode_areas(segment, decoded_budget, max_batch_bytes)
+        full = map_segment(segment, position, offset_map.table, tracker, st, store, areas or NO_AREAS)
         segment.drop_cache()  # pass 2 reads it again: memory stays one segment, not the dirty section
+        if decoded is not None and areas is not None:  # pass 2 cleans this segment, even when the map filled
+            decoded[segment.base_offset] = areas
+            decoded_budget -= areas[0].nbytes + areas[1].nbytes
         if full:
             break
         if verified is not None and position == 0:
@@ -292,7 +308,10 @@ def clean_log(
         )
     verified: set[int] = set()
     digests: dict[int, np.ndarray] = {}
-    result = build_offset_map(log, first_dirty, upper, offset_map, verified, digests, max_batch_bytes)
+    decoded: dict[int, Areas] = {}
+    result = build_offset_map(
+        log, first_dirty, upper, offset_map, verified, digests, max_batch_bytes, decoded
+    )
     end_offset = max(result.end_offset, first_dirty)  # an empty dirty section leaves the checkpoint
     # legacyDeleteHorizonMs: mtime of the last clean segment minus delete.retention.ms
     clean_segments = [s for s in log.segments if s.base_offset < first_dirty]
@@ -324,7 +343,15 @@ def clean_log(
                     digests.pop(seg.base_offset, None) if seg_upper - 1 <= offset_map.latest_offset else None
                 )
                 clean_segment(
-                    seg, out, offset_map.table, active, tracker, st, seg.mtime_ms > legacy_horizon, stored
+                    seg,
+                    out,
+                    offset_map.table,
+                    active,
+                    tracker,
+                    st,
+                    seg.mtime_ms > legacy_horizon,
+                    stored,
+                    decoded=decoded.pop(seg.base_offset, NO_AREAS),
                 )
                 seg.drop_cache()
             new_paths = out.finish(st, group[-1].mtime_ms, like=group[0])

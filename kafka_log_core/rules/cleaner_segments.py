@@ -43,6 +43,7 @@ from kafka_log_core.kernels import (
     chunk_walk,
     clean_pass,
     codec_kernels,
+    decoded_areas,
     digest_store,
     fields,
     header_scan,
@@ -347,6 +348,37 @@ class Chunk:
 
 NO_RUN_AREAS = fields.EMPTY_BYTES
 NO_RUN_BOUNDS = np.zeros((0, 2), dtype=np.int64)
+Areas = tuple[np.ndarray, np.ndarray]  # decoded records of a segment's compressed batches and their bounds
+NO_AREAS: Areas = (NO_RUN_AREAS, NO_RUN_BOUNDS)
+
+
+def decode_areas(segment: Segment, budget: int, max_batch_bytes: int) -> Areas | None:
+    """The compressed batches of ``segment`` decoded once, for both passes (``kernels.decoded_areas``),
+    in at most ``budget`` bytes (records and bounds). It stops at the first batch that does not fit or
+    that the kernels do not decode: the passes take the batches decoded here and decode the others as
+    they go, as they would all of them. None when no batch was decoded."""
+    buf = segment.buffer()
+    end = buf.shape[0]
+    bounds = np.empty((min(end // record_batch.HEADER_SIZE + 1, 1 << 16), 2), dtype=np.int64)
+    dst = np.empty(max(min(budget - bounds.nbytes, 2 * end + KAREA_BYTES), 0), dtype=np.uint8)
+    codecs = native_codecs.codecs()
+    pos = n = op = 0
+    while True:
+        status, pos, n, op = decoded_areas.decode_segment(
+            buf, end, pos, n, op, dst, bounds, codecs, max_batch_bytes
+        )
+        if status != decoded_areas.AREAS_ROOM:
+            break
+        room = budget - dst.nbytes - bounds.nbytes
+        if n == bounds.shape[0] and room >= bounds.nbytes:
+            bounds = np.concatenate((bounds, np.empty_like(bounds)))
+        elif n < bounds.shape[0] and room > 0:
+            larger = np.empty(dst.shape[0] + min(dst.shape[0] + KAREA_BYTES, room), dtype=np.uint8)
+            larger[:op] = dst[:op]
+            dst = larger
+        else:
+            break
+    return (fields.as_bytes(dst), bounds[:n].copy()) if n else None
 
 
 def verify_segment(segment: Segment) -> None:
@@ -377,14 +409,15 @@ NO_STORE = (digest_store.NO_STORE, statuses.new_state(digest_store.STORE_STATE, 
 
 def map_segment(
     segment: Segment, position: int, slots: np.ndarray, tracker: TransactionTracker, st: np.ndarray,
-    store: tuple[np.ndarray, np.ndarray] = NO_STORE,
+    store: tuple[np.ndarray, np.ndarray] = NO_STORE, decoded: Areas = NO_AREAS,
 ) -> bool:  # fmt: skip
     """Pass 1 over one segment from ``position``. True when the map filled (the round ends there).
-    ``store``: where the key digests go for pass 2 (``new_store(rows, STORE_FILL)``)."""
+    ``store``: where the key digests go for pass 2 (``new_store(rows, STORE_FILL)``); ``decoded``: the
+    segment's compressed batches decoded (:func:`decode_areas`; ``position`` 0)."""
     buf = segment.buffer()
     st["position"] = position
     st["area_next"] = 0
-    areas, bounds = NO_RUN_AREAS, NO_RUN_BOUNDS
+    areas, bounds = decoded
     karea = new_karea()
     chunk = Chunk()
     while True:
@@ -451,8 +484,10 @@ def _map_legacy(
 def clean_segment(
     segment: Segment, out: CleanedSegment, slots: np.ndarray, producers: np.ndarray, tracker: TransactionTracker,
     st: np.ndarray, retain_legacy_deletes: bool, digests: np.ndarray | None = None, keep: np.ndarray | None = None,
+    decoded: Areas = NO_AREAS,
 ) -> None:  # fmt: skip
-    """Pass 2 over one whole segment into ``out``; ``digests``: what pass 1 stored for this segment.
+    """Pass 2 over one whole segment into ``out``; ``digests``: what pass 1 stored for this segment;
+    ``decoded``: its compressed batches as pass 1 decoded them (:func:`decode_areas`).
     ``keep`` (split cleaning, a segment of v2 batches whose keyed records were all in pass 1): the
     ascending offsets of the records that are their key's latest; the keyed records are kept by it,
     ``slots`` is not read and no key is hashed."""
@@ -467,7 +502,7 @@ def clean_segment(
     buf = segment.buffer()
     st["position"] = 0
     st["area_next"] = 0
-    areas, bounds, scratch = NO_RUN_AREAS, NO_RUN_BOUNDS, _NO_SCRATCH
+    (areas, bounds), scratch = decoded, _NO_SCRATCH
     karea = new_karea()
     chunk = Chunk()
     while True:

@@ -81,3 +81,24 @@ def test_lane_hashing_of_many_keys_equals_md5_of_each(keys):
     for k, a, b in zip(keys, lo.tolist(), hi.tolist(), strict=True):
         if k is not None:
             assert a.to_bytes(8, "little") + b.to_bytes(8, "little") == hashlib.md5(k).digest()
+
+
+def test_a_borrowed_view_is_the_same_memory_and_leaves_the_arrays_reference_count():
+    import sys
+
+    from numba import njit
+
+    from kafka_log_core.kernels.fields import borrowed
+
+    @njit
+    def fill(a):
+        view = borrowed(a)
+        for i in range(view.shape[0]):
+            view[i] = 3 * i
+        return view[2]
+
+    a = np.zeros(10, dtype=np.int64)
+    before = sys.getrefcount(a)
+    assert fill(a) == 6
+    assert a.tolist() == [3 * i for i in range(10)]
+    assert sys.getrefcount(a) == before

@@ -35,9 +35,16 @@ VERSIONS = [
 
 class RegistryHandler(BaseHTTPRequestHandler):
     """GET /subjects, /subjects/{s}/versions, /subjects/{s}/versions/{v} (``?deleted=true`` to include
-    soft-deleted ones), with the registry's 404 answers otherwise."""
+    soft-deleted ones), with the registry's 404 answers otherwise; with ``authorization`` set, a request
+    without that ``Authorization`` header gets the registry's 401."""
+
+    authorization: str | None = None
+    seen: list[str | None]  # the Authorization header of each request
 
     def do_GET(self):  # noqa: N802 (http.server's name)
+        self.seen.append(self.headers.get("Authorization"))
+        if self.authorization is not None and self.headers.get("Authorization") != self.authorization:
+            return self._answer(401, {"error_code": 401, "message": "Unauthorized"})
         url = urlsplit(self.path)
         deleted = url.query == "deleted=true"
         visible = [answer for answer, soft in VERSIONS if deleted or not soft]
@@ -69,8 +76,13 @@ class RegistryHandler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def registry() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), RegistryHandler)
+def registry(authorization: str | None = None, seen: list | None = None) -> Iterator[str]:
+    """The stand-in's URL; ``authorization``: the header it requires (e.g. ``Basic dTpw``); ``seen``
+    gets the Authorization header of every request."""
+    handler = type(
+        "Handler", (RegistryHandler,), {"authorization": authorization, "seen": [] if seen is None else seen}
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

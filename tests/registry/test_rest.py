@@ -4,6 +4,7 @@ records as a file of the same REST answers. The registry is a stand-in served by
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 
@@ -13,7 +14,7 @@ from click.testing import CliRunner
 from jobs.cli import main
 from kafka_log_core.errors import SchemaError, UsageError
 from kafka_log_core.registry.decoding import side_decoder
-from kafka_log_core.registry.rest import check_url, read_registry
+from kafka_log_core.registry.rest import BEARER_TOKEN_ENV, USER_INFO_ENV, check_url, read_registry
 from kafka_log_core.registry.storage import read_schema_file
 from spark_udfs import registry_topic
 from tests.registry import producers
@@ -89,3 +90,63 @@ def test_export_refuses_a_malformed_registry_url_with_exit_2(tmp_path):
     )
     assert result.exit_code == 2 and "expected a registry URL" in result.output, result.output
     assert "Traceback" not in result.output and not (tmp_path / "x").exists()
+
+
+def _basic(user_info: str) -> str:
+    """RFC 7617's header, built here with the standard library."""
+    return "Basic " + base64.b64encode(user_info.encode()).decode()
+
+
+def test_basic_auth_from_the_environment_is_sent_with_every_request(tmp_path, monkeypatch):
+    monkeypatch.setenv(USER_INFO_ENV, "alice:s3:cret")  # the password is all after the first colon
+    seen: list = []
+    with registry(authorization=_basic("alice:s3:cret"), seen=seen) as url:
+        store = read_registry(url)
+    assert _content(store) == _content(read_schema_file(schema_file(tmp_path)))
+    assert seen and set(seen) == {_basic("alice:s3:cret")}
+
+
+def test_basic_auth_from_the_urls_user_info_is_decoded_and_never_shown(monkeypatch):
+    monkeypatch.delenv(USER_INFO_ENV, raising=False)
+    monkeypatch.delenv(BEARER_TOKEN_ENV, raising=False)
+    with registry(authorization=_basic("alice:p@ss word")) as url:
+        with_user = url.replace("http://", "http://alice:p%40ss%20word@")
+        assert read_registry(with_user).latest("orders-value").version == 2
+        with pytest.raises(SchemaError) as err:
+            read_registry(url.replace("http://", "http://alice:wrong@"))
+    assert str(err.value).startswith(f"{url}/subjects?deleted=true: the registry answered HTTP 401")
+    assert "wrong" not in str(err.value) and "alice" not in str(err.value)
+
+
+def test_a_bearer_token_from_the_environment_is_sent_as_bearer(monkeypatch):
+    monkeypatch.delenv(USER_INFO_ENV, raising=False)
+    monkeypatch.setenv(BEARER_TOKEN_ENV, "tok.en-1")
+    with registry(authorization="Bearer tok.en-1") as url:
+        assert read_registry(url).latest("orders-value").version == 2
+
+
+def test_a_registry_asking_for_credentials_none_were_given_for_says_how_to_give_them(monkeypatch):
+    monkeypatch.delenv(USER_INFO_ENV, raising=False)
+    monkeypatch.delenv(BEARER_TOKEN_ENV, raising=False)
+    with registry(authorization=_basic("alice:x")) as url:
+        with pytest.raises(SchemaError, match=rf"^{url}/subjects\?deleted=true: the registry answered HTTP 401 "
+                                              rf"Unauthorized \(Unauthorized\): it asks for credentials "
+                                              rf"\({USER_INFO_ENV}=user:password or {BEARER_TOKEN_ENV}\)$"):  # fmt: skip
+            read_registry(url)
+
+
+def test_a_token_and_a_password_together_are_a_usage_error_naming_neither(monkeypatch):
+    monkeypatch.setenv(BEARER_TOKEN_ENV, "tok")
+    monkeypatch.setenv(USER_INFO_ENV, "alice:pw")
+    with pytest.raises(UsageError, match=f"{BEARER_TOKEN_ENV}.*{USER_INFO_ENV}.*keep one") as err:
+        read_registry("http://127.0.0.1:1")
+    assert "pw" not in str(err.value) and "tok" not in str(err.value).replace("token", "")
+    monkeypatch.delenv(USER_INFO_ENV)
+    with pytest.raises(UsageError, match="the URL"):
+        read_registry("http://alice:pw@127.0.0.1:1")
+
+
+def test_a_url_with_a_user_and_no_password_is_a_usage_error_that_does_not_show_it():
+    with pytest.raises(UsageError, match="registry URL") as err:
+        check_url("http://alice@127.0.0.1:8081")
+    assert "alice" not in str(err.value)

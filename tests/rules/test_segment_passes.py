@@ -14,6 +14,7 @@ import random
 import re
 
 import crc32c
+import lz4.frame
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -498,6 +499,55 @@ def test_digests_kept_from_pass_one_give_the_same_files(tmp_path, monkeypatch, s
     monkeypatch.setattr(cleaner, "DIGEST_STORE_BYTES", 0)
     clean(tmp_path / "reference", broker=FORGET_PRODUCERS)
     monkeypatch.setattr(cleaner, "DIGEST_STORE_BYTES", store_bytes)
+    clean(tmp_path / "stored", broker=FORGET_PRODUCERS)
+    a = {p.name: p.read_bytes() for p in part(tmp_path / "reference").iterdir()}
+    b = {p.name: p.read_bytes() for p in part(tmp_path / "stored").iterdir()}
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    "store_bytes", [0, 3000, cleaner.DECODED_STORE_BYTES], ids=["none", "overflowing", "default"]
+)
+def test_compressed_batches_decoded_once_for_both_passes_give_the_same_files(
+    tmp_path, monkeypatch, store_bytes
+):
+    """Pass 1 decodes the compressed batches of a whole dirty segment once and pass 2 walks those
+    records: with no store, one too small for a segment, or the default one, the cleaned files are the
+    same; a segment holding a frame the kernels leave to the codec library (an lz4 frame with its content
+    size) is decoded in each pass as before."""
+    rng = random.Random(5)
+    segments, offset, aborted = {}, 0, []
+    for s in range(4):
+        out = []
+        segments[offset] = out
+        for _ in range(120):
+            n = rng.choice([1, 3, 20])
+            codec = rng.choice(CODECS)
+            kvs = [
+                (f"k{rng.randrange(150)}", None if rng.random() < 0.05 else "v" * rng.randrange(40))
+                for _ in range(n)
+            ]
+            if rng.random() < 0.1:
+                out += [
+                    batch(offset, kvs, pid=50, epoch=0, seq=offset, txn=True, codec=codec),
+                    marker(offset + n, False, 50),
+                ]
+                aborted.append((offset, offset + n))
+                offset += n + 1
+            else:
+                out.append(batch(offset, kvs, codec=codec))
+                offset += n
+        if s == 2:  # a frame only the lz4 library reads: this segment is decoded pass by pass
+            frame = lz4.frame.compress(record_area([b"v"]), block_linked=False, store_size=True)
+            out.append(raw_batch(offset, 1, frame, compression.LZ4))
+            offset += 1
+    segments[offset] = [single(offset, "z")]
+    for d in ("reference", "stored"):
+        layout(tmp_path / d, segments)
+        write_txnindex(part(tmp_path / d), 0, [(50, f, last, f) for f, last in aborted])
+    monkeypatch.setattr(cleaner, "DECODED_STORE_BYTES", 0)
+    clean(tmp_path / "reference", broker=FORGET_PRODUCERS)
+    monkeypatch.setattr(cleaner, "DECODED_STORE_BYTES", store_bytes)
     clean(tmp_path / "stored", broker=FORGET_PRODUCERS)
     a = {p.name: p.read_bytes() for p in part(tmp_path / "reference").iterdir()}
     b = {p.name: p.read_bytes() for p in part(tmp_path / "stored").iterdir()}

@@ -137,3 +137,22 @@ def test_bit_rot_fails_the_read_by_default_and_is_read_around_without_fail_on_da
     assert _offsets(_read(kafka_log, tmp_path, failOnDataLoss="false")) == [2, 3]
     assert _offsets(_read(kafka_log, tmp_path, failOnDataLoss="false", end="log_end")) == list(range(2, 10))
     assert _hashes(tmp_path) == before
+
+
+def test_a_crashed_partitions_recovery_is_planned_once_per_job_on_the_driver(tmp_path):
+    """An export looks at a partition three times on its driver (its state now, the check, the write's
+    plan): one Clusters per job opens it as loaded once; another job plans it again, the same way."""
+    from spark_udfs import loaded, planning
+    from spark_udfs.options import ReadOptions
+
+    _crashed(tmp_path, replicas=[1])
+    (source,) = planning.find_partitions(ReadOptions.parse({"paths": json.dumps([str(tmp_path)])}))
+    clusters = loaded.Clusters([tmp_path])
+    first = loaded.open_as_loaded(source, True, clusters)
+    assert "read as the broker's log loader would leave it" in (first.note or "")
+    assert loaded.open_as_loaded(source, True, clusters) is first
+    other = loaded.open_as_loaded(source, True, loaded.Clusters([tmp_path]))
+    assert other is not first and (other.note, other.log.high_watermark) == (
+        first.note,
+        first.log.high_watermark,
+    )

@@ -13,7 +13,8 @@ from jobs import export
 from jobs.tables import IcebergCatalog
 from kafka_log_core.format import checkpoints
 from kafka_log_core.format.filenames import TopicPartition
-from tests.logbuild import write_segment
+from kafka_log_core.registry import rest
+from tests.logbuild import mark_clean_shutdown, write_segment
 from tests.registry import producers, stand_in
 from tests.spark_udfs.schema_topics import ORDER_V2, avro_orders
 from tests.spark_udfs.test_data_source import _payments_dir, _rebuilt_state, kp_batch
@@ -137,9 +138,12 @@ def test_an_incremental_export_equals_a_full_one(spark, tmp_path, fmt):
     assert json.loads(json.dumps(third))  # the rows are plain data
 
 
-def test_a_registry_url_exports_the_tables_a_schema_file_of_its_answers_exports(spark, tmp_path):
-    """The stand-in registry holds the orders schemas (ids 1, 2) ``avro_orders`` writes with."""
+def test_a_registry_url_exports_the_tables_a_schema_file_of_its_answers_exports(spark, tmp_path, monkeypatch):
+    """The stand-in registry holds the orders schemas (ids 1, 2) ``avro_orders`` writes with, and asks for
+    a password: the export asks it once on the driver (the reads decode with that snapshot)."""
     expected = avro_orders(tmp_path / "logs")
+    monkeypatch.setenv(rest.USER_INFO_ENV, "reader:pw")
+    seen: list = []
 
     def read(name: str, table: str) -> list:
         return sorted(
@@ -148,7 +152,7 @@ def test_a_registry_url_exports_the_tables_a_schema_file_of_its_answers_exports(
         )  # fmt: skip
 
     found = {}
-    with stand_in.registry() as url:
+    with stand_in.registry(authorization="Basic cmVhZGVyOnB3", seen=seen) as url:  # base64("reader:pw")
         for name, schemas in (("url", url), ("file", stand_in.schema_file(tmp_path))):
             settings = export.ExportSettings(str(tmp_path / name), fmt="delta", schemas=schemas)
             rows = export.run(spark, [str(tmp_path / "logs")], "orders", settings)
@@ -158,8 +162,42 @@ def test_a_registry_url_exports_the_tables_a_schema_file_of_its_answers_exports(
                 read(name, "undecodable"),
             )
     assert found["url"] == found["file"]
+    subjects = {answer["subject"] for answer, _ in stand_in.VERSIONS}
+    assert len(seen) == 1 + 2 * len(subjects) + len(stand_in.VERSIONS)  # asked once: listings, versions
     last = {row["key"]: row for row in expected}
     assert {r["key"]: r["value"] for r in found["url"][1]} == {
         k: r["value"] for k, r in last.items() if r["value"] is not None
     }
     assert {r["key"] for r in found["url"][2]} == {k for k, r in last.items() if r["error"] is not None}
+
+
+def test_an_incremental_export_reads_only_what_was_written_since_the_tables_marks(spark, tmp_path):
+    """A byte of the first segment damaged after the first export: the incremental export, reading from
+    the table's mark (offset 12, the second segment), never visits it and merges the new records as a full
+    export of the undamaged log does; a full export of the damaged log reads it and leaves the partition
+    out, naming the file."""
+    logs = tmp_path / "logs"
+    avro_orders(logs)
+
+    def settings(where: str, incremental: bool) -> export.ExportSettings:
+        return export.ExportSettings(
+            str(tmp_path / where), fmt="delta", schemas="log", incremental=incremental
+        )
+
+    def table(where: str) -> list:
+        found = export.table_of(settings(where, False), "orders", side=False).read(spark)
+        return sorted(tuple(r) for r in found.drop("timestamp").collect())
+
+    export.run(spark, [str(logs)], "orders", settings("inc", True))
+    _more_orders(logs)
+    export.run(spark, [str(logs)], "orders", settings("undamaged", False))
+    first = logs / "orders-0" / f"{0:020d}.log"
+    data = bytearray(first.read_bytes())
+    data[-1] ^= 0xFF  # in the records of the segment's last batch: its CRC no longer matches
+    first.write_bytes(bytes(data))
+    mark_clean_shutdown(logs)  # no crash recovery to plan: only the reads visit the batches
+    second = export.run(spark, [str(logs)], "orders", settings("inc", True))
+    assert [(r["status"], r["note"], r["read_from"]) for r in second] == [("exported", "since", 12)]
+    assert table("inc") == table("undamaged")
+    damaged = export.run(spark, [str(logs)], "orders", settings("full", False))
+    assert [r["status"] for r in damaged] == ["failed"] and str(first) in damaged[0]["reason"]
