@@ -98,6 +98,7 @@ class Progress:
             self._update(finished, active)
 
     def _update(self, finished: Sequence[tuple[int, str]], active: int) -> None:
+        lines = []
         for i, status in finished:
             if self.done[i]:
                 continue  # a task retried after it had reported
@@ -106,11 +107,12 @@ class Progress:
             self.done_bytes += self.sizes[i]
             if self.how == "lines":
                 elapsed = time.monotonic() - self.started
-                click.echo(
+                lines.append(
                     f"{self.title} [{self.done_count}/{len(self.labels)}] {self.labels[i]}: {status} "
-                    f"({human(self.sizes[i])}, {elapsed:.1f} s)",
-                    err=True,
+                    f"({human(self.sizes[i])}, {elapsed:.1f} s)"
                 )
+        if lines:  # a bin's lines in one write
+            click.echo("\n".join(lines), err=True)
         if self._bar is not None:
             current = self.running(active)
             shown = ", ".join(current[:3]) + (f" +{len(current) - 3}" if len(current) > 3 else "")

@@ -45,6 +45,10 @@ class StoredRow(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         return self._values[self._index[name]]
 
+    def get(self, name: str, default: Any = None) -> Any:  # one lookup (Mapping.get raises and catches)
+        i = self._index.get(name)
+        return default if i is None else self._values[i]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._index)
 

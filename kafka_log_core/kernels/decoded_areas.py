@@ -9,7 +9,8 @@ takes every compressed batch's records from them, in order, while there are rows
 Decoding uses the kernels' own decoders (``codec_kernels.decode_area``) with each batch's limit, so a
 batch decodes here exactly when it would decode in the walk. Anything else -- a legacy entry, a codec or
 frame the kernels leave to the readable reader, framing that does not parse -- ends the decoding with
-``AREAS_NOT_MINE`` and the passes decode as they go, which is where such a batch is handled or refused.
+``AREAS_NOT_MINE`` and the passes decode the batches from there as they go, which is where such a batch is
+handled or refused.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from kafka_log_core.kernels.statuses import CONTINUE, DONE
 
 AREAS_DONE = 0  # every batch framed, every compressed one decoded
 AREAS_ROOM = 1  # ``dst`` or ``bounds`` is full: Python makes it larger and calls again from ``pos``
-AREAS_NOT_MINE = 2  # a batch the kernels do not decode: no areas for this segment
+AREAS_NOT_MINE = 2  # a batch the kernels do not decode: the areas end before it
 
 _ZSTD = int(CompressionType.ZSTD)  # the kernels decode codecs 1..4
 

@@ -105,6 +105,10 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
     skipped: list[Unlisted] = []  # aliases and names Kafka would not create
     seen_dirs: dict[tuple[int, int], str] = {}  # log dirs by identity: one given twice is listed once
     seen: dict[tuple[int, int], Path] = {}  # partition directories by identity, over every log dir
+    # Each topic name and each partition's set of checkpoint entries kept once over a broker's 50,000 tasks
+    # (the driver holds them all; partitions nobody wrote to have the same entries).
+    names: dict[str, str] = {}
+    same: dict[PartitionCheckpoints, PartitionCheckpoints] = {}
 
     def wanted(topic: str) -> bool:
         return pattern is None or bool(pattern.fullmatch(topic))
@@ -160,7 +164,11 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
             failed += [Unlisted(log_dir, msg, tp.topic, tp.partition) for tp in selected]
             continue
         absolute = os.path.abspath(log_dir)
-        tasks += [PartitionTask(absolute, tp.topic, tp.partition, state.for_partition(tp)) for tp in selected]
+        tasks += [
+            PartitionTask(absolute, names.setdefault(tp.topic, tp.topic), tp.partition,
+                          same.setdefault(c := state.for_partition(tp), c))
+            for tp in selected
+        ]  # fmt: skip
     if not tasks and not failed and not skipped:
         raise UsageError("\n".join(empty + missed))
     if not tasks and len(refused) == len(failed):

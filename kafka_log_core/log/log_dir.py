@@ -92,13 +92,13 @@ def read_partition_checkpoints(log_dir: str | os.PathLike[str], tp: TopicPartiti
     """``tp``'s entries as the log-dir files hold them now. A job that writes reads them again once it holds
     the partition: another job may have moved them since the driver's listing. The files are parsed once
     per process and again only where they change (:mod:`checkpoint_files`)."""
-    d = Path(log_dir)
+    d = os.fspath(log_dir)  # paths as strings: this runs once per partition of a job that writes
     return PartitionCheckpoints(
-        recovery_point=checkpoint_files.entry(d / RECOVERY_POINT_CHECKPOINT, tp),
-        log_start_offset=checkpoint_files.entry(d / LOG_START_OFFSET_CHECKPOINT, tp),
-        high_watermark=checkpoint_files.entry(d / REPLICATION_OFFSET_CHECKPOINT, tp),
-        cleaner_offset=checkpoint_files.entry(d / CLEANER_OFFSET_CHECKPOINT, tp),
-        clean_shutdown=storage.exists(d / CLEAN_SHUTDOWN_FILE),
+        recovery_point=checkpoint_files.entry(os.path.join(d, RECOVERY_POINT_CHECKPOINT), tp),
+        log_start_offset=checkpoint_files.entry(os.path.join(d, LOG_START_OFFSET_CHECKPOINT), tp),
+        high_watermark=checkpoint_files.entry(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), tp),
+        cleaner_offset=checkpoint_files.entry(os.path.join(d, CLEANER_OFFSET_CHECKPOINT), tp),
+        clean_shutdown=storage.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE)),
     )
 
 

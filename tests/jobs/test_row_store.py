@@ -21,6 +21,7 @@ def test_a_kept_row_is_the_dict_it_was_kept_from_and_sorts_as_it(given_rows):
     kept = [store.keep(r) for r in given_rows]
     assert kept == given_rows and [dict(k) for k in kept] == given_rows
     assert all(list(k) == list(COLUMNS) and k.get("nope", 7) == 7 for k in kept)
+    assert all(k.get(c) == r[c] for k, r in zip(kept, given_rows, strict=True) for c in COLUMNS)
 
     def key(row):
         return (str(row["topic"]), str(row["partition"]))

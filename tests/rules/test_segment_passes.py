@@ -493,16 +493,7 @@ def test_digests_kept_from_pass_one_give_the_same_files(tmp_path, monkeypatch, s
                 out.append(batch(offset, kvs, codec=compression.LZ4 if kind < 0.3 else 0))
                 offset += n
     segments[offset] = [single(offset, "z")]
-    for d in ("reference", "stored"):
-        layout(tmp_path / d, segments)
-        write_txnindex(part(tmp_path / d), 0, [(50, f, last, f) for f, last in aborted])
-    monkeypatch.setattr(cleaner, "DIGEST_STORE_BYTES", 0)
-    clean(tmp_path / "reference", broker=FORGET_PRODUCERS)
-    monkeypatch.setattr(cleaner, "DIGEST_STORE_BYTES", store_bytes)
-    clean(tmp_path / "stored", broker=FORGET_PRODUCERS)
-    a = {p.name: p.read_bytes() for p in part(tmp_path / "reference").iterdir()}
-    b = {p.name: p.read_bytes() for p in part(tmp_path / "stored").iterdir()}
-    assert a == b
+    _cleaned_alike(tmp_path, monkeypatch, segments, aborted, "DIGEST_STORE_BYTES", store_bytes)
 
 
 @pytest.mark.parametrize(
@@ -542,13 +533,17 @@ def test_compressed_batches_decoded_once_for_both_passes_give_the_same_files(
             out.append(raw_batch(offset, 1, frame, compression.LZ4))
             offset += 1
     segments[offset] = [single(offset, "z")]
+    _cleaned_alike(tmp_path, monkeypatch, segments, aborted, "DECODED_STORE_BYTES", store_bytes)
+
+
+def _cleaned_alike(tmp_path, monkeypatch, segments, aborted, setting: str, value: int) -> None:
+    """The partition (aborted transactions of producer 50) cleaned with ``cleaner.<setting>`` at 0 and at
+    ``value`` is left with the same files."""
     for d in ("reference", "stored"):
         layout(tmp_path / d, segments)
         write_txnindex(part(tmp_path / d), 0, [(50, f, last, f) for f, last in aborted])
-    monkeypatch.setattr(cleaner, "DECODED_STORE_BYTES", 0)
+    monkeypatch.setattr(cleaner, setting, 0)
     clean(tmp_path / "reference", broker=FORGET_PRODUCERS)
-    monkeypatch.setattr(cleaner, "DECODED_STORE_BYTES", store_bytes)
+    monkeypatch.setattr(cleaner, setting, value)
     clean(tmp_path / "stored", broker=FORGET_PRODUCERS)
-    a = {p.name: p.read_bytes() for p in part(tmp_path / "reference").iterdir()}
-    b = {p.name: p.read_bytes() for p in part(tmp_path / "stored").iterdir()}
-    assert a == b
+    assert _files(tmp_path / "reference") == _files(tmp_path / "stored")
