@@ -38,7 +38,6 @@ from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.work.outcome import Status
 from kafka_log_core.work.rows import Int32
-from kafka_log_core.work.table_state import partition_name
 from spark_udfs import loaded, marks, packages, planning, registry_topic
 from spark_udfs.decoded import TopicDecoders
 from spark_udfs.errors import PartitionReadError, failed_partition
@@ -225,7 +224,7 @@ def _export_group(
         state = group.table.state(spark) if settings.incremental else None
         now, last_batches = {}, {}
         for tp in todo:
-            mark = None if state is None else state.partitions.get(partition_name(tp.topic, tp.partition))
+            mark = None if state is None else state.partitions.get(tp.dir_name)
             try:
                 now[tp], last_batches[tp] = marks.partition_now(
                     read, by_tp[tp], None if mark is None else mark.end, clusters
@@ -234,9 +233,7 @@ def _export_group(
                 s = by_tp[tp]
                 failed[tp] = ExportRow(s.log_dir, s.topic, s.partition, Status.FAILED, str(err))
         now = {tp: n for tp, n in now.items() if tp not in failed}
-        new_marks = {
-            partition_name(tp.topic, tp.partition): n.mark(last_batches[tp]) for tp, n in now.items()
-        }
+        new_marks = {tp.dir_name: n.mark(last_batches[tp]) for tp, n in now.items()}
         planned = writes.plan(group, spark, state, now, settings.incremental)
         read_now = writes.write_options(group, planned, now)
         unreadable, notes = check_partitions(spark, read_now, clusters) if now else ({}, {})
@@ -268,7 +265,7 @@ def _export_group(
     for tp in now:
         s = by_tp[tp]
         n, first, last = counts.get((tp.topic, tp.partition), (0, None, None))
-        name = partition_name(tp.topic, tp.partition)
+        name = tp.dir_name
         step = None if planned.partitions is None else planned.partitions.get(name)
         out[tp] = ExportRow(
             s.log_dir, s.topic, s.partition, Status.EXPORTED, notes.get(tp), rows=n, first_offset=first, last_offset=last,
@@ -283,7 +280,7 @@ def _kept_marks(state, unread: list[TopicPartition]) -> dict:
     """The marks of partitions that could not be read this time: their rows and marks stay as they are."""
     if state is None:
         return {}
-    names = [partition_name(tp.topic, tp.partition) for tp in unread]
+    names = [tp.dir_name for tp in unread]
     return {name: state.partitions[name] for name in names if name in state.partitions}
 
 

@@ -28,7 +28,6 @@ from kafka_log_core.work.table_state import (
     PartitionNow,
     PartitionPlan,
     TableState,
-    partition_name,
     plan_increment,
 )
 from spark_udfs.options import ReadOptions
@@ -133,7 +132,7 @@ def incremental_options(
     written since the table's mark, unless the plan reads it whole) to its end now; the last record of
     each key there, tombstones included."""
     plans = planned.partitions or {}
-    starts = {tp: plans[partition_name(tp.topic, tp.partition)].read_from for tp in now}
+    starts = {tp: plans[tp.dir_name].read_from for tp in now}
     return {
         **group.options, "assign": _assign(list(now)), "level": "latest", "includeTombstones": "true",
         "startingOffsets": _offsets(starts), "endingOffsets": _offsets({tp: n.end for tp, n in now.items()}),
@@ -186,7 +185,7 @@ def plan(
         side_state = group.side.state(spark)
         if side_state != state:
             return IncrementPlan(None, "the table and its side table were not written by the same export")
-    named = {partition_name(tp.topic, tp.partition): n for tp, n in now.items()}
+    named = {tp.dir_name: n for tp, n in now.items()}
     return plan_increment(state, group.settings, named)
 
 

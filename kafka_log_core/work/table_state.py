@@ -99,10 +99,6 @@ class TableState:
             raise KafkaLogError(f"{where}: the export state {STATE_KEY} cannot be read: {err}") from err
 
 
-def partition_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
 class Step(StrEnum):
     NEW = "new"
     SINCE = "since"
