@@ -1,7 +1,9 @@
 """What the driver shows while the executors work: partitions done / total, bytes, elapsed time and the
 partitions being worked on.
 
-How the driver learns it: each Spark task adds ``(slice, status)`` to an accumulator when its partition is
+How the driver learns it: a bin's partitions count as done when the bin's results come back to the driver
+(:mod:`jobs.bins` calls :meth:`Progress.update`); where one Spark task runs one partition
+(:func:`jobs.runner.map_in_order`), each task adds ``(slice, status)`` to an accumulator when its partition is
 done. Spark merges a task's accumulator updates into the driver as soon as the task finishes, in whatever
 order tasks finish, so the display follows the work while ``collect()`` still returns the rows in slice
 order (the largest-first schedule and the row order are untouched). Which partitions are being worked on
