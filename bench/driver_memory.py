@@ -34,7 +34,9 @@ def _status() -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.driver_memory", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.driver_memory", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--log-dir", required=True)
     parser.add_argument("--conf-dir", required=True)
     parser.add_argument("--job", choices=JOBS, default="report")

@@ -195,7 +195,9 @@ class PartitionDirs:
     partitions: array  # of int64
     devices: array  # of uint64
     inodes: array  # of uint64
-    odd_names: dict[int, str]  # entry -> its directory name, where not ``<topic>-<partition>`` (leading zeros)
+    odd_names: dict[
+        int, str
+    ]  # entry -> its directory name, where not ``<topic>-<partition>`` (leading zeros)
     skipped: list[SkippedDir]
 
     def __len__(self) -> int:
@@ -267,7 +269,11 @@ def scan_partition_dirs(log_dir: str | os.PathLike[str]) -> PartitionDirs:
     kept = np.ones(len(topics), bool)
     kept[[i for i, _ in aliases]] = False
     order = order[kept[order]]
-    twice = [k for k in range(1, len(order)) if extra_zeros[order[k]] and scanned.tp(int(order[k])) == scanned.tp(int(order[k - 1]))]
+    twice = [
+        k
+        for k in range(1, len(order))
+        if extra_zeros[order[k]] and scanned.tp(int(order[k])) == scanned.tp(int(order[k - 1]))
+    ]
     for k in twice:
         i = int(order[k])
         reason = (f"{scanned.path(i)}: a second directory of partition {scanned.tp(i)}: skipped (Kafka refuses "

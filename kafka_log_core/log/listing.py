@@ -117,7 +117,9 @@ class TaskTable(Sequence[PartitionTask]):
         log_dir, clean_shutdown, topics, partitions, offsets, present = self._blocks[b]
         j = i - self._starts[b]
         entries = [v if p else None for v, p in zip(offsets[j].tolist(), present[j].tolist(), strict=True)]
-        return PartitionTask(log_dir, topics[j], int(partitions[j]), PartitionCheckpoints(*entries, clean_shutdown))
+        return PartitionTask(
+            log_dir, topics[j], int(partitions[j]), PartitionCheckpoints(*entries, clean_shutdown)
+        )
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,9 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
             listed[i] = False
             if wanted(scanned.topics[i]):
                 reason = f"{scanned.path(i)}: the same directory as {first}: an alias, skipped (worked on as {first})"
-                skipped.append(Unlisted(log_dir, reason, scanned.topics[i], scanned.partitions[i], Status.SKIPPED))
+                skipped.append(
+                    Unlisted(log_dir, reason, scanned.topics[i], scanned.partitions[i], Status.SKIPPED)
+                )
         scans.append(scanned)
         skipped += [Unlisted(log_dir, s.reason, s.tp.topic, s.tp.partition, Status.SKIPPED)
                     for s in scanned.skipped if wanted(s.tp.topic)]  # fmt: skip
@@ -184,7 +188,9 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
             continue
         chosen = [i for i in np.nonzero(listed)[0].tolist() if wanted(scanned.topics[i])]
         if not chosen:
-            missed.append(no_topic_hint(pattern, d, [scanned.topics[i] for i in np.nonzero(listed)[0].tolist()]))
+            missed.append(
+                no_topic_hint(pattern, d, [scanned.topics[i] for i in np.nonzero(listed)[0].tolist()])
+            )
             continue
         problem = locks.not_writable(d) if writing else None
         if problem:

@@ -124,8 +124,14 @@ def checkpoint_columns(
                 values.append(offset)
         order = np.argsort(np.frombuffer(keys, np.int64), kind="stable")
         sorted_keys = np.frombuffer(keys, np.int64)[order]
-        at = np.searchsorted(sorted_keys, wanted, side="right") - 1  # a partition listed twice: its last entry
-        hit = (at >= 0) & (sorted_keys[np.maximum(at, 0)] == wanted) if len(keys) else np.zeros(len(wanted), bool)
+        at = (
+            np.searchsorted(sorted_keys, wanted, side="right") - 1
+        )  # a partition listed twice: its last entry
+        hit = (
+            (at >= 0) & (sorted_keys[np.maximum(at, 0)] == wanted)
+            if len(keys)
+            else np.zeros(len(wanted), bool)
+        )
         offsets[hit, column] = np.frombuffer(values, np.int64)[order][at[hit]]
         present[:, column] = hit
     return offsets, present, storage.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
