@@ -16,7 +16,6 @@ import json
 import os
 import sys
 import tracemalloc
-from pathlib import Path
 
 from bench.fleet import NOW_MS
 
