@@ -132,7 +132,11 @@ def test_each_task_carries_its_entries_of_the_four_checkpoint_files(tmp_path):
         ("orders", 0, PartitionCheckpoints(recovery_point=5, clean_shutdown=True)),
         ("orders", 1, PartitionCheckpoints(log_start_offset=2, clean_shutdown=True)),
         ("orders", 10, PartitionCheckpoints(recovery_point=9, clean_shutdown=True)),
-        ("payments", 0, PartitionCheckpoints(recovery_point=-1, high_watermark=2**63 - 1, clean_shutdown=True)),
+        (
+            "payments",
+            0,
+            PartitionCheckpoints(recovery_point=-1, high_watermark=2**63 - 1, clean_shutdown=True),
+        ),
     ]
     assert listing.tasks[-1] == listing.tasks[3] and listing.tasks[1:3] == list(listing.tasks)[1:3]
     assert all(t.log_dir == str(logs) for t in listing.tasks)
