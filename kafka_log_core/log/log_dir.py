@@ -6,8 +6,9 @@
     recovery-point-offset-checkpoint, log-start-offset-checkpoint,
     replication-offset-checkpoint (high watermarks), cleaner-offset-checkpoint
 
-:class:`LogDirState` reads them once per log dir (the driver ships each partition its entries; a job that
-writes reads its partition's entries again under the partition's lock, :func:`read_partition_checkpoints`);
+:class:`LogDirState` reads them once per log dir; the driver's listing reads each partition's entries as
+columns (:func:`checkpoint_columns`) and ships each partition its own (a job that writes reads its
+partition's entries again under the partition's lock, :func:`read_partition_checkpoints`);
 :func:`write_log_dir_checkpoints` makes a directory look like a cleanly stopped broker's (tests, sample,
 benchmark).
 """
