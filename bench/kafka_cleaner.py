@@ -30,7 +30,6 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from bench.kept import kept_records
@@ -230,16 +229,6 @@ def measure(
 UNCLEANABLE_LAG_MS = 10 * 365 * 24 * 3600 * 1000  # min.compaction.lag.ms that keeps every segment dirty
 
 
-@dataclass(frozen=True)
-class Shape:
-    """One partition to clean: a generated partition directory, and the topic it goes to."""
-
-    name: str
-    partition_dir: Path
-    topic: str
-    input_bytes: int  # the bytes both cleaners clean (every segment but the active one)
-
-
 def _copy_in(source: Path, target: Path) -> tuple[int, int]:
     """The generated segments into the broker's partition directory; (last segment base, LEO)."""
     for f in target.iterdir():
@@ -268,100 +257,127 @@ def _release(bootstrap: str, topic: str) -> None:
         future.result(30)
 
 
-def measure_many(
-    shapes: list[Shape], warmup_dir: Path, *, segment_bytes: int, dedupe_buffer_bytes: int, work_dir: Path,
-    timeout: float = 600.0, log=lambda message: None,
-) -> dict[str, dict]:  # fmt: skip
-    """Kafka's cleaner on each shape in turn, in one broker, CPU of its cleaner thread per shape.
+class CleanerBroker:
+    """One broker whose cleaner cleans, on request, topics that hold copies of generated partitions.
 
-    Every shape's topic is created with ``min.compaction.lag.ms`` of ten years, so the cleaner leaves it
-    alone; a warm-up partition (the same code paths, smaller) is cleaned first, so the JIT has compiled
-    the cleaner before anything is measured. Then each topic in turn gets ``min.compaction.lag.ms=0``:
-    the cleaner thread's CPU is read before that and after the topic's checkpoint reaches its active
-    segment (and its statistics line is logged)."""
-    from tests import kafka_harness as kh
+    Every topic is created with ``min.compaction.lag.ms`` of ten years, so the cleaner leaves it alone; a
+    warm-up partition (the same code paths, smaller) is cleaned first, so the JIT has compiled the cleaner
+    before anything is measured (the broker stays up between requests: Kafka's side runs warm in one JVM, as
+    ours runs warm in each probe). ``clean(topic)`` gives the topic ``min.compaction.lag.ms=0`` and reads the
+    cleaner thread's CPU before that and after the topic's checkpoint reaches its active segment (and its
+    statistics line is logged). Use it as a context manager; the records each cleaned topic kept are read
+    (``bench.kept``) once the broker has stopped, for the topics cleaned with ``digest=True``."""
 
-    lib_dir = kh.resolve_kafka_jars()
-    log_dir = work_dir / "log-dir"
-    shutil.rmtree(work_dir, ignore_errors=True)
-    props = {
-        "log.cleaner.backoff.ms": 200,
-        "log.cleaner.threads": 1,
-        "log.cleaner.dedupe.buffer.size": dedupe_buffer_bytes,
-    }
-    broker = kh.KafkaBroker(log_dir, work_dir, props, lib_dir=lib_dir)
-    # Kafka 4 refuses segment.bytes below 1 MiB; internal.segment.bytes takes any (tests/kafka_harness.py)
-    base_config = {
-        "cleanup.policy": "compact",
-        "segment.bytes" if segment_bytes >= MiB else "internal.segment.bytes": segment_bytes,
-        "min.cleanable.dirty.ratio": 0.01,
-    }
-    with _full_jit(kh):
-        broker.start()
-    results: dict[str, dict] = {}
-    try:
-        kh.create_topic(broker.bootstrap, "warmup", 1, base_config)
-        for shape in shapes:
-            kh.create_topic(
-                broker.bootstrap, shape.topic, 1, {**base_config, "min.compaction.lag.ms": UNCLEANABLE_LAG_MS}
-            )
-        broker.stop()
-        ends = {}
-        replication = {}
-        for topic, source in [("warmup", warmup_dir), *((s.topic, s.partition_dir) for s in shapes)]:
-            ends[topic] = _copy_in(source, log_dir / TopicPartition(topic, 0).dir_name)
-            replication[TopicPartition(topic, 0)] = ends[topic][1]
-        for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint"):
-            path = log_dir / name
-            entries = read_offset_checkpoint(path) if path.exists() else {}
-            entries.update(replication)
-            write_offset_checkpoint(path, entries)
+    def __init__(
+        self, topics: dict[str, Path], warmup_dir: Path, *, segment_bytes: int, dedupe_buffer_bytes: int,
+        work_dir: Path, timeout: float = 600.0, log=lambda message: None,
+    ) -> None:  # fmt: skip
+        self.topics, self.warmup_dir, self.timeout, self.log = topics, warmup_dir, timeout, log
+        self.segment_bytes, self.dedupe_buffer_bytes = segment_bytes, dedupe_buffer_bytes
+        self.work_dir = work_dir
+        self.log_dir = work_dir / "log-dir"
+        self.broker = None
+        self.proc: Path | None = None
+        self.ends: dict[str, tuple[int, int]] = {}
+        self.cleaned: dict[str, dict] = {}  # topic -> its result, to get "kept" after the broker stops
+        self.info: dict = {}
+
+    def __enter__(self) -> CleanerBroker:
+        from tests import kafka_harness as kh
+
+        lib_dir = kh.resolve_kafka_jars()
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+        props = {
+            "log.cleaner.backoff.ms": 200,
+            "log.cleaner.threads": 1,
+            "log.cleaner.dedupe.buffer.size": self.dedupe_buffer_bytes,
+        }
+        self.broker = kh.KafkaBroker(self.log_dir, self.work_dir, props, lib_dir=lib_dir)
+        # Kafka 4 refuses segment.bytes below 1 MiB; internal.segment.bytes takes any (tests/kafka_harness.py)
+        base_config = {
+            "cleanup.policy": "compact",
+            "segment.bytes" if self.segment_bytes >= MiB else "internal.segment.bytes": self.segment_bytes,
+            "min.cleanable.dirty.ratio": 0.01,
+        }
         with _full_jit(kh):
-            broker.start()
-        proc = _broker_proc(str(work_dir))
-        kh.wait_for_broker_cleaning(log_dir, "warmup", 0, ends["warmup"][0], timeout=timeout)
-        log("kafka: warm-up partition cleaned")
-        for shape in shapes:
-            log_name = TopicPartition(shape.topic, 0).dir_name
-            before = _cleaner_cpu_seconds(proc)
-            started = time.monotonic()
-            _release(broker.bootstrap, shape.topic)
-            kh.wait_for_broker_cleaning(log_dir, shape.topic, 0, ends[shape.topic][0], timeout=timeout)
-            rounds: list[dict] = []
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:  # the statistics line follows the checkpoint by a moment
-                rounds = parse_cleaner_stats(broker.log_path.read_text(errors="replace"), log_name)
-                if rounds and rounds[-1]["dirty_section"][1] >= ends[shape.topic][0] - 1:
-                    break
-                time.sleep(0.1)
-            after = _cleaner_cpu_seconds(proc)
-            if not rounds:
-                raise RuntimeError(f"no cleaner statistics for {log_name} in {broker.log_path}")
-            cpu = None if before is None or after is None else after - before
-            results[shape.name] = {
-                "topic": shape.topic,
-                "input_bytes": shape.input_bytes,
-                "cleaner_thread_cpu_seconds": cpu,
-                "bytes_per_cpu_second": shape.input_bytes / cpu if cpu else None,
-                "rounds": rounds,
-                "start_messages": rounds[0]["start_messages"],
-                "end_messages": rounds[-1]["end_messages"],
-                "seconds_printed": sum(r["seconds_printed"] for r in rounds),
-                # the same time to three figures: the bytes over the rate it prints (its seconds have one decimal)
-                "seconds_from_rate": sum(r["bytes_read"] / r["bytes_per_second"] for r in rounds)
-                if all(r["bytes_per_second"] for r in rounds)
-                else None,
-                "release_to_checkpoint_seconds": time.monotonic() - started,
-            }
-            log(f"kafka: {shape.name}: {cpu:.3f} CPU-s" if cpu else f"kafka: {shape.name}: no CPU figure")
-        results["_broker"] = {
+            self.broker.start()
+        try:
+            kh.create_topic(self.broker.bootstrap, "warmup", 1, base_config)
+            for topic in self.topics:
+                config = {**base_config, "min.compaction.lag.ms": UNCLEANABLE_LAG_MS}
+                kh.create_topic(self.broker.bootstrap, topic, 1, config)
+            self.broker.stop()
+            replication = {}
+            for topic, source in [("warmup", self.warmup_dir), *self.topics.items()]:
+                self.ends[topic] = _copy_in(source, self.log_dir / TopicPartition(topic, 0).dir_name)
+                replication[TopicPartition(topic, 0)] = self.ends[topic][1]
+            for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint"):
+                path = self.log_dir / name
+                entries = read_offset_checkpoint(path) if path.exists() else {}
+                entries.update(replication)
+                write_offset_checkpoint(path, entries)
+            with _full_jit(kh):
+                self.broker.start()
+            self.proc = _broker_proc(str(self.work_dir))
+            kh.wait_for_broker_cleaning(
+                self.log_dir, "warmup", 0, self.ends["warmup"][0], timeout=self.timeout
+            )
+            self.log("kafka: warm-up partition cleaned")
+        except BaseException:
+            self.broker.stop()
+            raise
+        return self
+
+    def clean(self, topic: str, input_bytes: int, *, digest: bool = True) -> dict:
+        """Let the cleaner at ``topic`` and wait until it has cleaned it; its statistics and CPU."""
+        from tests import kafka_harness as kh
+
+        log_name = TopicPartition(topic, 0).dir_name
+        last_base = self.ends[topic][0]
+        before = _cleaner_cpu_seconds(self.proc)
+        started = time.monotonic()
+        _release(self.broker.bootstrap, topic)
+        kh.wait_for_broker_cleaning(self.log_dir, topic, 0, last_base, timeout=self.timeout)
+        rounds: list[dict] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the statistics line follows the checkpoint by a moment
+            rounds = parse_cleaner_stats(self.broker.log_path.read_text(errors="replace"), log_name)
+            if rounds and rounds[-1]["dirty_section"][1] >= last_base - 1:
+                break
+            time.sleep(0.1)
+        after = _cleaner_cpu_seconds(self.proc)
+        if not rounds:
+            raise RuntimeError(f"no cleaner statistics for {log_name} in {self.broker.log_path}")
+        cpu = None if before is None or after is None else after - before
+        result = {
+            "topic": topic,
+            "input_bytes": input_bytes,
+            "cleaner_thread_cpu_seconds": cpu,
+            "bytes_per_cpu_second": input_bytes / cpu if cpu else None,
+            "rounds": rounds,
+            "start_messages": rounds[0]["start_messages"],
+            "end_messages": rounds[-1]["end_messages"],
+            "seconds_printed": sum(r["seconds_printed"] for r in rounds),
+            # the same time to three figures: the bytes over the rate it prints (its seconds have one decimal)
+            "seconds_from_rate": sum(r["bytes_read"] / r["bytes_per_second"] for r in rounds)
+            if all(r["bytes_per_second"] for r in rounds)
+            else None,
+            "release_to_checkpoint_seconds": time.monotonic() - started,
+        }
+        if digest:
+            self.cleaned[topic] = result
+        return result
+
+    def __exit__(self, *exc) -> None:
+        from tests import kafka_harness as kh
+
+        self.info = {
             "kafka_version": kh.KAFKA_VERSION,
-            "broker_peak_rss": _peak_rss(proc),
+            "broker_peak_rss": _peak_rss(self.proc),
             "jvm": "full tiered JIT (harness flags minus -XX:TieredStopAtLevel=1), " + kh.BROKER_HEAP,
         }
-    finally:
-        broker.stop()
-    for shape in shapes:  # the records it kept, read once the broker has stopped (bench.kept)
-        results[shape.name]["kept"] = kept_records(log_dir / TopicPartition(shape.topic, 0).dir_name)
-    shutil.rmtree(log_dir, ignore_errors=True)
-    return results
+        self.broker.stop()
+        if exc[0] is None:  # the records each kept, read once the broker has stopped (bench.kept)
+            for topic, result in self.cleaned.items():
+                result["kept"] = kept_records(self.log_dir / TopicPartition(topic, 0).dir_name)
+        shutil.rmtree(self.log_dir, ignore_errors=True)

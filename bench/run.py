@@ -42,6 +42,7 @@ The exit status is 1 when a section failed (skipped sections are not failures).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -60,7 +61,7 @@ from bench import partitions as partitions_section
 from bench import skew
 from bench import split as split_section
 from bench import tables as tables_section
-from bench.generate import GiB, Manifest, MiB, Workload, generate
+from bench.generate import GiB, Manifest, MiB, PartitionManifest, Workload, generate
 from bench.kept import kept_records
 from bench.report import SECTIONS, Report, Row, compressed_shape, draw_chart, evaluate_targets, format_table
 
@@ -91,6 +92,7 @@ class Plan:
     sweep_codecs: tuple[str, ...] = ("none", "lz4", "zstd", "snappy", "gzip")
     sweep_consumer_offsets_keys: int = 20_000
     sweep_warmup_bytes: int = 4 * MiB
+    sweep_repeat: int = 3  # each shape cleaned this many times by each side, alternately; medians
 
 
 FULL = Plan(
@@ -116,6 +118,7 @@ QUICK = Plan(
     sweep_codecs=("none", "lz4"),
     sweep_consumer_offsets_keys=500,
     sweep_warmup_bytes=256 * 1024,
+    sweep_repeat=1,
 )
 
 
@@ -474,62 +477,69 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name).strip("-").lower()
 
 
-def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
-    shapes = sweep_workloads(plan)
-    results: dict[str, dict] = {}
-    data: dict[str, Manifest] = {}
-    for name, w in shapes.items():
-        data[name] = generate(work / "data" / "sweep" / _slug(name), w)
-        m = data[name]
-        log(f"sweep {name}: {m.partitions[0].batches} batches, {m.cleanable_bytes / 1e6:.0f} MB, ours")
-        target = copy_log_dir(Path(m.log_dir), work / "run" / "sweep")
-        ours = probe("compact", target, *job_sets(w), "--phases")
+def sweep_data(plan: Plan, work: Path) -> dict[str, Manifest]:
+    """The sweep's shapes generated under ``work`` before anything is measured; a shape generated there
+    earlier for the same workload (its manifest beside it, ``--work-dir`` with ``--keep``) is reused, so the
+    data can be made before a quiet slot and measured in it."""
+    out = {}
+    for name, w in sweep_workloads(plan).items():
+        where = work / "data" / "sweep" / _slug(name)
+        saved = where.with_suffix(".json")
+        if saved.exists() and where.is_dir():
+            m = json.loads(saved.read_text())
+            if m["workload"] == json.loads(json.dumps(dataclasses.asdict(w))):
+                parts = [PartitionManifest(**part) for part in m.pop("partitions")]
+                out[name] = Manifest(**m, partitions=parts)
+                continue
+        out[name] = generate(where, w)
+        saved.write_text(json.dumps(out[name].to_json()))
+    return out
+
+
+def _median_run(runs: list[dict], key: str) -> dict:
+    """The run whose ``key`` is the median (the lower middle one of an even count)."""
+    ordered = sorted(runs, key=lambda r: r[key] if r[key] is not None else math.inf)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _ours_once(name: str, w: Workload, m: Manifest, work: Path, digest: bool) -> dict:
+    target = copy_log_dir(Path(m.log_dir), work / "run" / "sweep")
+    ours = probe("compact", target, *job_sets(w), "--phases")
+    if digest:
         ours["kept"] = kept_records(target / partition_dirs(m)[0].name)
-        shutil.rmtree(target, ignore_errors=True)
-        row = ours["rows"][0]
-        if row["status"] != "cleaned":
-            raise BenchError(f"sweep {name}: partition {row['status']}: {row['reason']}")
-        results[name] = {
-            "workload": dataclasses.asdict(w), "input_bytes": m.cleanable_bytes, "batches": m.partitions[0].batches,
-            "records": m.partitions[0].records, "records_per_batch": m.partitions[0].records / m.partitions[0].batches,
-            "cleanable_records": m.partitions[0].cleanable_records,
-            "ours": ours, "ours_mb_per_cpu_s": m.cleanable_bytes / ours["cpu_seconds"] / 1e6,
-        }  # fmt: skip
-        report.rows.append(Row("sweep", f"sweep {name}: ours", m.cleanable_bytes, ours["seconds"], row["records_before"],
-                               cpu_seconds=ours["cpu_seconds"], peak_rss=ours["peak_rss"],
-                               baseline_rss=ours["baseline_rss"]))  # fmt: skip
-    kafka = None
-    if "kafka" in skip:
-        report.notes.append("sweep: Kafka's cleaner left out (--skip kafka)")
-    else:
-        kafka = _sweep_kafka(report, plan, data, work)
-    for name, r in results.items():
-        k = (kafka or {}).get(name)
-        if not k:
-            continue
-        r["kafka"] = k
-        if k["cleaner_thread_cpu_seconds"]:
-            r["kafka_mb_per_cpu_s"] = r["input_bytes"] / k["cleaner_thread_cpu_seconds"] / 1e6
-            r["ours_vs_kafka"] = r["ours_mb_per_cpu_s"] / r["kafka_mb_per_cpu_s"]
-        kafka_wall = k.get("seconds_from_rate") or k["seconds_printed"]
-        if kafka_wall:  # wall time of the work: Kafka's cleaner as it prints it, ours as measured
-            r["ours_vs_kafka_wall"] = kafka_wall / r["ours"]["seconds"]
-        # the same records: the counts both cleaners report, and the records themselves (bench.kept)
-        r["same_records_kept"] = (
-            r["ours"]["rows"][0]["records_after"] == k["end_messages"]
-            and r["ours"]["kept"]["records"] == k["kept"]["records"]
-            and r["ours"]["kept"]["digest"] == k["kept"]["digest"]
-        )
-        if not r["same_records_kept"]:
-            report.notes.append(
-                f"sweep {name}: Kafka kept {k['end_messages']} records ({k['kept']['records']} in its files, "
-                f"digest {k['kept']['digest'][:12]}), we kept {r['ours']['rows'][0]['records_after']} "
-                f"({r['ours']['kept']['records']}, digest {r['ours']['kept']['digest'][:12]})"
-            )
-        report.rows.append(Row("sweep", f"sweep {name}: Kafka", r["input_bytes"], k["seconds_printed"] or 1e-9,
-                               k["start_messages"], cpu_seconds=k["cleaner_thread_cpu_seconds"],
-                               note="cleaner thread CPU; seconds as Kafka prints them"))  # fmt: skip
-    report.sections["sweep"] = {"status": "ok", "shapes": results}
+    shutil.rmtree(target, ignore_errors=True)
+    row = ours["rows"][0]
+    if row["status"] != "cleaned":
+        raise BenchError(f"sweep {name}: partition {row['status']}: {row['reason']}")
+    return ours
+
+
+def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
+    """Each shape cleaned ``plan.sweep_repeat`` times by each side, alternately (ours, then Kafka's, shape
+    by shape, round by round), each time on a fresh copy of the same bytes; each side's figure is the
+    median of its runs (CPU and wall time apart), so a moment of the machine's load moves one run of each
+    side, not the ratio. The records kept are compared (digests) on the first round."""
+    shapes = sweep_workloads(plan)
+    data = sweep_data(plan, work)
+    ours_runs: dict[str, list[dict]] = {name: [] for name in shapes}
+    kafka_runs: dict[str, list[dict]] = {name: [] for name in shapes}
+    with _sweep_kafka(report, plan, data, work, skip) as kafka:
+        for turn in range(plan.sweep_repeat):
+            for name, w in shapes.items():
+                m = data[name]
+                log(f"sweep {name} ({turn + 1}/{plan.sweep_repeat}): {m.partitions[0].batches} batches, "
+                    f"{m.cleanable_bytes / 1e6:.0f} MB")  # fmt: skip
+                ours_runs[name].append(_ours_once(name, w, m, work, digest=turn == 0))
+                if kafka is not None:
+                    k = kafka.clean(_kafka_topic(name, turn), m.cleanable_bytes, digest=turn == 0)
+                    kafka_runs[name].append(k)
+                    log(f"kafka: {name}: {k['cleaner_thread_cpu_seconds'] or 0:.3f} CPU-s, ours "
+                        f"{ours_runs[name][-1]['cpu_seconds']:.3f}")  # fmt: skip
+    if kafka is not None:
+        report.sections["sweep_kafka_broker"] = kafka.info
+    results = {name: _sweep_result(report, name, shapes[name], data[name], ours_runs[name], kafka_runs[name])
+               for name in shapes}  # fmt: skip
+    report.sections["sweep"] = {"status": "ok", "repeat": plan.sweep_repeat, "shapes": results}
     compared = {n: r for n, r in results.items() if "ours_vs_kafka" in r}
     if compared:
         for measure, key in (("", "ours_vs_kafka"), ("_wall", "ours_vs_kafka_wall")):
@@ -542,41 +552,111 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         )
 
 
-def _sweep_kafka(report: Report, plan: Plan, data: dict[str, Manifest], work: Path) -> dict | None:
+def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs: list[dict],
+                  kafka_runs: list[dict]) -> dict:  # fmt: skip
+    """One shape's figures: each side's median run (CPU and wall apart), every run's figures beside it."""
+    ours = {**_median_run(ours_runs, "cpu_seconds"), "seconds": _median_run(ours_runs, "seconds")["seconds"]}
+    ours["kept"] = ours_runs[0]["kept"]
+    ours["phases_cpu_seconds"] = {
+        k: sorted(r["phases_cpu_seconds"][k] for r in ours_runs)[(len(ours_runs) - 1) // 2]
+        for k in ours_runs[0].get("phases_cpu_seconds", {})
+    }
+    p = m.partitions[0]
+    r = {
+        "workload": dataclasses.asdict(w), "input_bytes": m.cleanable_bytes, "batches": p.batches,
+        "records": p.records, "records_per_batch": p.records / p.batches, "cleanable_records": p.cleanable_records,
+        "ours": ours, "ours_mb_per_cpu_s": m.cleanable_bytes / ours["cpu_seconds"] / 1e6,
+        "ours_runs": [{"cpu_seconds": o["cpu_seconds"], "seconds": o["seconds"]} for o in ours_runs],
+    }  # fmt: skip
+    row = ours["rows"][0]
+    report.rows.append(Row("sweep", f"sweep {name}: ours", m.cleanable_bytes, ours["seconds"], row["records_before"],
+                           cpu_seconds=ours["cpu_seconds"], peak_rss=ours["peak_rss"],
+                           baseline_rss=ours["baseline_rss"]))  # fmt: skip
+    kept_after = {o["rows"][0]["records_after"] for o in ours_runs} | {k["end_messages"] for k in kafka_runs}
+    if len(kept_after) > 1:
+        report.notes.append(f"sweep {name}: the runs kept different record counts: {sorted(kept_after)}")
+    if not kafka_runs:
+        return r
+    k = dict(_median_run(kafka_runs, "cleaner_thread_cpu_seconds"))
+    k["kept"] = kafka_runs[0]["kept"]
+    walls = [run.get("seconds_from_rate") or run["seconds_printed"] for run in kafka_runs]
+    kafka_wall = sorted(walls)[(len(walls) - 1) // 2]
+    r["kafka"] = k
+    r["kafka_runs"] = [{"cpu_seconds": run["cleaner_thread_cpu_seconds"], "seconds": wall}
+                       for run, wall in zip(kafka_runs, walls, strict=True)]  # fmt: skip
+    if k["cleaner_thread_cpu_seconds"]:
+        r["kafka_mb_per_cpu_s"] = r["input_bytes"] / k["cleaner_thread_cpu_seconds"] / 1e6
+        r["ours_vs_kafka"] = r["ours_mb_per_cpu_s"] / r["kafka_mb_per_cpu_s"]
+    if kafka_wall:  # wall time of the work: Kafka's cleaner as it prints it, ours as measured
+        r["ours_vs_kafka_wall"] = kafka_wall / ours["seconds"]
+    # the same records: the counts both cleaners report, and the records themselves (bench.kept)
+    r["same_records_kept"] = (
+        len(kept_after) == 1
+        and ours["kept"]["records"] == k["kept"]["records"]
+        and ours["kept"]["digest"] == k["kept"]["digest"]
+    )
+    if not r["same_records_kept"]:
+        report.notes.append(
+            f"sweep {name}: Kafka kept {k['end_messages']} records ({k['kept']['records']} in its files, "
+            f"digest {k['kept']['digest'][:12]}), we kept {row['records_after']} "
+            f"({ours['kept']['records']}, digest {ours['kept']['digest'][:12]})"
+        )
+    report.rows.append(Row("sweep", f"sweep {name}: Kafka", r["input_bytes"], kafka_wall or 1e-9,
+                           k["start_messages"], cpu_seconds=k["cleaner_thread_cpu_seconds"],
+                           note="cleaner thread CPU; seconds from the rate Kafka prints"))  # fmt: skip
+    return r
+
+
+def _kafka_topic(name: str, turn: int) -> str:
+    return f"sweep-{_slug(name)}-{turn}"
+
+
+@contextlib.contextmanager
+def _sweep_kafka(report: Report, plan: Plan, data: dict[str, Manifest], work: Path, skip: set[str]):
+    """A broker holding a copy of every shape per round (``kafka_cleaner.CleanerBroker``), or None when
+    Kafka's side is left out."""
     from bench import kafka_cleaner
 
+    if "kafka" in skip:
+        report.notes.append("sweep: Kafka's cleaner left out (--skip kafka)")
+        yield None
+        return
     try:
         from tests import kafka_harness  # noqa: F401 - the real-broker harness, a test helper of this repo
     except ModuleNotFoundError as err:
         report.notes.append(f"sweep: Kafka's cleaner SKIPPED: tests/kafka_harness.py not importable ({err})")
-        return None
+        yield None
+        return
     missing = kafka_cleaner.missing_tools()
     if missing:
         report.notes.append(
             f"sweep: Kafka's cleaner SKIPPED: it needs {' and '.join(missing)} (Java 17, Maven)"
         )
-        return None
+        yield None
+        return
     warm = dataclasses.replace(
         plan.base, partition_bytes=plan.sweep_warmup_bytes, segment_bytes=plan.sweep_segment_bytes,
         codecs=tuple(plan.sweep_codecs), batch_bytes=10 * plan.base.record_bytes,
     )  # fmt: skip
     warmup = generate(work / "data" / "sweep-warmup", warm)
-    shapes = [
-        kafka_cleaner.Shape(name, partition_dirs(m)[0], f"sweep-{_slug(name)}", m.cleanable_bytes)
+    topics = {
+        _kafka_topic(name, turn): partition_dirs(m)[0]
+        for turn in range(plan.sweep_repeat)
         for name, m in data.items()
-    ]
-    log(f"sweep: Kafka's cleaner on {len(shapes)} shapes, one broker")
-    result = kafka_cleaner.measure_many(
-        shapes, partition_dirs(warmup)[0], segment_bytes=plan.sweep_segment_bytes, dedupe_buffer_bytes=128 * MiB,
+    }
+    log(f"sweep: Kafka's cleaner on {len(data)} shapes x {plan.sweep_repeat}, one broker")
+    with kafka_cleaner.CleanerBroker(
+        topics, partition_dirs(warmup)[0], segment_bytes=plan.sweep_segment_bytes, dedupe_buffer_bytes=128 * MiB,
         work_dir=work / "run" / "sweep-kafka", log=log,
-    )  # fmt: skip
-    report.sections["sweep_kafka_broker"] = result.pop("_broker", {})
-    return result
+    ) as broker:  # fmt: skip
+        yield broker
 
 
 # ---------------------------------------------------------------------------------------------- main
 def run(args: argparse.Namespace) -> int:
     plan = QUICK if args.quick else FULL
+    if args.sweep_repeat:
+        plan = dataclasses.replace(plan, sweep_repeat=args.sweep_repeat)
     skip = {s.strip() for s in (args.skip or "").split(",") if s.strip()}
     unknown = skip - set(SECTIONS)
     if unknown:
@@ -678,6 +758,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", default=None, help=f"where the JSON and PNG go (default {RESULTS})")
     parser.add_argument("--work-dir", default=None, help="where generated data goes (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the generated data")
+    parser.add_argument(
+        "--sweep-repeat",
+        type=int,
+        default=None,
+        help="times each side cleans each sweep shape (medians taken)",
+    )
     return run(parser.parse_args(argv))
 
 

@@ -11,6 +11,11 @@ batch decodes here exactly when it would decode in the walk. Anything else -- a 
 frame the kernels leave to the readable reader, framing that does not parse -- ends the decoding with
 ``AREAS_NOT_MINE`` and the passes decode the batches from there as they go, which is where such a batch is
 handled or refused.
+
+A segment whose first ``PLAIN_LEAD_BATCHES`` batches are all uncompressed is not decoded ahead
+(``AREAS_NOT_MINE`` with nothing decoded): walking the headers of a wholly uncompressed segment here cost
+a tenth of cleaning it when its batches are small (one record each), for nothing. Compressed batches that
+follow such a lead are decoded by each pass as it goes, as every batch was before the store existed.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ AREAS_ROOM = 1  # ``dst`` or ``bounds`` is full: Python makes it larger and call
 AREAS_NOT_MINE = 2  # a batch the kernels do not decode: the areas end before it
 
 _ZSTD = int(CompressionType.ZSTD)  # the kernels decode codecs 1..4
+PLAIN_LEAD_BATCHES = (
+    64  # this many uncompressed batches before any compressed one: the segment is not decoded
+)
 
 
 @njit(cache=True)
@@ -36,6 +44,7 @@ def decode_segment(buf, end, pos, n, op, dst, bounds, codecs, max_batch_bytes):
     """Decode the compressed batches of ``buf[pos:end]`` into ``dst`` from ``op``, their bounds into
     ``bounds`` from row ``n``. Returns (AREAS_* status, pos, n, op): where to resume after AREAS_ROOM."""
     buf, dst, bounds, codecs = borrowed(buf), borrowed(dst), borrowed(bounds), borrowed(codecs)
+    plain = 0
     while True:
         status, total, magic = framing(buf, pos, end)
         if status == DONE:
@@ -58,4 +67,8 @@ def decode_segment(buf, end, pos, n, op, dst, bounds, codecs, max_batch_bytes):
             bounds[n, 1] = end_op
             op = end_op
             n += 1
+        elif n == 0:
+            plain += 1
+            if plain == PLAIN_LEAD_BATCHES:
+                return AREAS_NOT_MINE, pos, n, op
         pos += total

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from kafka_log_core.errors import CorruptDataError
 from kafka_log_core.format import compression, log_file, record_batch
-from kafka_log_core.kernels import clean_pass, fields, header_scan, map_pass, statuses
+from kafka_log_core.kernels import clean_pass, decoded_areas, fields, header_scan, map_pass, statuses
 from kafka_log_core.kernels import crc32c as crc32c_kernels
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.rules import cleaner, cleaner_segments, producer_state
@@ -534,6 +534,34 @@ def test_compressed_batches_decoded_once_for_both_passes_give_the_same_files(
             offset += 1
     segments[offset] = [single(offset, "z")]
     _cleaned_alike(tmp_path, monkeypatch, segments, aborted, "DECODED_STORE_BYTES", store_bytes)
+
+
+@pytest.mark.parametrize("codec", [compression.LZ4, compression.ZSTD], ids=["lz4", "zstd"])
+def test_a_segment_that_opens_with_a_run_of_plain_batches_is_not_decoded_ahead_and_cleans_the_same(
+    tmp_path, monkeypatch, codec
+):
+    """A segment whose first batches are uncompressed (PLAIN_LEAD_BATCHES of them) is not decoded before
+    pass 1 -- its compressed batches further on are decoded by each pass -- and is left with the same
+    files as with no store at all; a segment that opens with a compressed batch is decoded ahead."""
+    lead = decoded_areas.PLAIN_LEAD_BATCHES
+    plain_first = [single(i, f"k{i % 40}") for i in range(lead)]
+    plain_first += [
+        batch(lead + 3 * j, [(f"k{(j + k) % 40}", "w") for k in range(3)], codec=codec) for j in range(30)
+    ]
+    packed_first = [
+        batch(1000 + 3 * j, [(f"k{(j + k) % 40}", "x") for k in range(3)], codec=codec) for j in range(30)
+    ]
+    packed_first += [single(1090 + i, f"k{i % 40}") for i in range(lead)]
+    segments = {0: plain_first, 1000: packed_first, 2000: [single(2000, "z")]}
+    layout(tmp_path / "probe", segments)
+    first, second = open_log(tmp_path / "probe").segments[:2]
+    assert (
+        cleaner_segments.decode_areas(first, cleaner.DECODED_STORE_BYTES, compression.MAX_BATCH_BYTES) is None
+    )
+    assert cleaner_segments.decode_areas(second, cleaner.DECODED_STORE_BYTES, compression.MAX_BATCH_BYTES)[
+        1
+    ].shape == (30, 2)
+    _cleaned_alike(tmp_path, monkeypatch, segments, [], "DECODED_STORE_BYTES", cleaner.DECODED_STORE_BYTES)
 
 
 def _cleaned_alike(tmp_path, monkeypatch, segments, aborted, setting: str, value: int) -> None:
