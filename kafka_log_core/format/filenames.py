@@ -128,7 +128,8 @@ def segment_file(
         raise UsageError(f"unknown segment file suffix {suffix!r}: expected one of {SEGMENT_SUFFIXES}")
     if marker is not None and marker not in MARKERS:
         raise UsageError(f"unknown file marker {marker!r}: expected one of {MARKERS} or None")
-    return Path(directory) / (filename_prefix(base_offset) + suffix + (marker or ""))
+    directory = directory if isinstance(directory, Path) else Path(directory)
+    return directory / (filename_prefix(base_offset) + suffix + (marker or ""))
 
 
 def parse_segment_file(name: str) -> SegmentFileName | None:

@@ -71,11 +71,11 @@ def not_writable(log_dir: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def _fd(log_dir: Path, key: str | None = None) -> int:
+def _fd(log_dir: str | os.PathLike[str], key: str | None = None) -> int:
     """This process's one descriptor of ``<log_dir>/.lock``: read-write (created if missing) when the log
     dir can be written, else read-only (enough for a shared lock: seeing a broker). ``key``: the log dir's
     resolved path, when the caller has it."""
-    key = os.fspath(log_dir.resolve()) if key is None else key
+    key = os.fspath(Path(log_dir).resolve()) if key is None else key
     with _guard:
         fd = _fds.get(key)
         if fd is None:
@@ -112,7 +112,7 @@ def _partition_lock_fd(log_dir: str) -> int:
     key = _resolved.get(log_dir)
     if key is None:
         key = _resolved[log_dir] = os.fspath(Path(log_dir).resolve())
-    return _checked_writable(_fd(Path(log_dir), key), key, log_dir)
+    return _checked_writable(_fd(log_dir, key), key, log_dir)
 
 
 def _identity(fd: int) -> tuple[int, int]:

@@ -40,8 +40,8 @@ class PartitionLog:
     ) -> PartitionLog:  # fmt: skip
         """The partition as on disk now; ``files``: the partition directory's listing, when the caller has
         one taken since the directory last changed."""
-        log_dir = Path(log_dir)
-        directory = log_dir / tp.dir_name
+        directory = Path(log_dir, tp.dir_name)
+        log_dir = directory.parent
         if files is None:
             files = DirFiles.scan(directory)
         segments = tuple(Segment.open(directory, base, files) for base in files.segment_bases())

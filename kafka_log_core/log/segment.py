@@ -174,18 +174,19 @@ class Segment:
         with the directory's listing ``files`` (taken since the directory last changed): an index file the
         listing does not hold is an empty index, and a plain file it shows empty is not opened."""
         known = self.__dict__  # where the cached properties keep their values
-        for name, suffix, parse in (
-            ("offset_index", INDEX_SUFFIX, parse_offset_index),
-            ("time_index", TIME_INDEX_SUFFIX, parse_time_index),
+        for name, suffix, kind, parse in (
+            ("offset_index", INDEX_SUFFIX, OffsetIndex, parse_offset_index),
+            ("time_index", TIME_INDEX_SUFFIX, TimeIndex, parse_time_index),
         ):
             entry = files.segment_entry(self.base_offset, suffix)
-            if entry is None or (
-                entry.is_file(follow_symlinks=False) and not entry.stat(follow_symlinks=False).st_size
-            ):
-                path = os.path.join(os.fspath(self.directory), filename_prefix(self.base_offset) + suffix)
-                known[name] = parse(b"", self.base_offset, path)
-            else:
-                getattr(self, name)  # read by its path
+            if entry is not None and not entry.is_file(follow_symlinks=False):
+                getattr(self, name)  # not a plain file: read by its path
+                continue
+            path = os.path.join(os.fspath(self.directory), filename_prefix(self.base_offset) + suffix)
+            data = b""
+            if entry is not None and entry.stat(follow_symlinks=False).st_size:
+                data = read_index_file(path, kind.KIND, kind.ENTRY_SIZE, self.size)
+            known[name] = parse(data, self.base_offset, path)
 
     @cached_property
     def aborted_txns(self) -> tuple[AbortedTxn, ...]:

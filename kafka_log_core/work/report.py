@@ -137,7 +137,9 @@ def report_task(
             )
         else:
             row.set(**retention_figures(log, cfg, cs, opts))
-        row.set(reclaimable_bytes=min(log.size_in_bytes, compaction_bytes + (row.row.retention_bytes or 0)))
+        row.set(
+            reclaimable_bytes=min(log.size_in_bytes, compaction_bytes + (row.value("retention_bytes") or 0))
+        )
         row.set(reason="; ".join(notes))
 
     return run_guarded(task, ReportRow, body)

@@ -112,7 +112,7 @@ def run_guarded(task: PartitionTask, row_type: type[R], body: Callable[[RowDraft
     """Run ``body`` to fill the task's ``row_type`` row; turn any error into a failed row with a one-line
     reason (the columns filled before the error stay). The outcome, ready to cross to the driver."""
     started = time.monotonic()
-    row = RowDraft(row_type(log_dir=task.log_dir, topic=task.topic, partition=task.partition))
+    row = RowDraft.of(row_type, log_dir=task.log_dir, topic=task.topic, partition=task.partition)
     try:
         body(row)
     except PartitionBusyError as err:  # another job writes it now: its result stands, nothing failed
@@ -337,7 +337,7 @@ def compact_task(
             unknown = retention_settings_unknown(settings)
             while True:  # each round as another run would do it: cleaning, then the thread's retention
                 cleaned, more = _compact_round(current, log, cfg, cs, opts, notes, row, tally, split_runner)
-                if row.row.status is Status.SPLIT:  # the driver cleans it (and runs retention) later
+                if row.value("status") is Status.SPLIT:  # the driver cleans it (and runs retention) later
                     return
                 if cleaned:
                     current, log = _reopen(current)
