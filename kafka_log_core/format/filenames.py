@@ -66,6 +66,10 @@ _SEGMENT_NAME = re.compile(
 )
 
 _PARTITION = re.compile(r"[0-9]+")
+# What may follow the 20 digits of a segment file's name: (suffix, marker) by the text.
+_ENDINGS = {
+    suffix + (marker or ""): (suffix, marker) for suffix in SEGMENT_SUFFIXES for marker in (None, *MARKERS)
+}
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -134,6 +138,10 @@ def segment_file(
 
 def parse_segment_file(name: str) -> SegmentFileName | None:
     """Split a file name into (base offset, suffix, marker), or None for files that are not segment files."""
+    ending = _ENDINGS.get(name[OFFSET_DIGITS:])
+    if ending is not None and name[:OFFSET_DIGITS].isascii() and name[:OFFSET_DIGITS].isdigit():
+        offset = int(name[:OFFSET_DIGITS])  # the broker's own names: 20 digits, a suffix, maybe a marker
+        return SegmentFileName(offset, *ending) if offset <= MAX_LONG else None
     match = _SEGMENT_NAME.fullmatch(name)
     if match is None:
         return None

@@ -79,7 +79,8 @@ def report_task(
     task: PartitionTask, configs: Configs, opts: JobOptions, *, count_duplicates: bool = True
 ) -> TaskOutcome:
     """The report of one partition (``count_duplicates=False`` skips reading keys)."""
-    opts = dataclasses.replace(opts, dry_run=True)  # the report never changes anything
+    if not opts.dry_run:
+        opts = dataclasses.replace(opts, dry_run=True)  # the report never changes anything
     cs = configs_for(configs, task.log_dir)
 
     def body(row: RowDraft[ReportRow]) -> None:
