@@ -27,7 +27,7 @@ Sections (each measured in its own process by ``bench.probe``, so peak memory is
   against a full one.
 * ``sweep``: the batch shapes users run: 1, 10, 100 and 1000 records per batch, uncompressed, lz4,
   zstd, snappy and gzip, and a ``__consumer_offsets``-like partition (many group keys, one record per
-  batch, tombstones). Each is cleaned ``--sweep-repeat`` times (3) by each side, alternately, each time on
+  batch, tombstones). Each is cleaned ``--sweep-repeat`` times (5) by each side, alternately, each time on
   a fresh copy of the same bytes: by ``compact_partition`` (a process of its own, warmed up first) and by
   Kafka's cleaner (one broker for all shapes and rounds, warmed up first: ``kafka_cleaner.CleanerBroker``).
   Each side's figure is the median of its runs: CPU per byte of its cleaner thread against ours, the wall
@@ -94,7 +94,7 @@ class Plan:
     sweep_codecs: tuple[str, ...] = ("none", "lz4", "zstd", "snappy", "gzip")
     sweep_consumer_offsets_keys: int = 20_000
     sweep_warmup_bytes: int = 4 * MiB
-    sweep_repeat: int = 3  # each shape cleaned this many times by each side, alternately; medians
+    sweep_repeat: int = 5  # each shape cleaned this many times by each side, alternately; medians
 
 
 FULL = Plan(
