@@ -140,8 +140,8 @@ def parse_segment_file(name: str) -> SegmentFileName | None:
     """Split a file name into (base offset, suffix, marker), or None for files that are not segment files."""
     ending = _ENDINGS.get(name[OFFSET_DIGITS:])
     if ending is not None and name[:OFFSET_DIGITS].isascii() and name[:OFFSET_DIGITS].isdigit():
-        offset = int(name[:OFFSET_DIGITS])  # the broker's own names: 20 digits, a suffix, maybe a marker
-        return SegmentFileName(offset, *ending) if offset <= MAX_LONG else None
+        base = int(name[:OFFSET_DIGITS])  # the broker's own names: 20 digits, a suffix, maybe a marker
+        return SegmentFileName(base, *ending) if base <= MAX_LONG else None
     match = _SEGMENT_NAME.fullmatch(name)
     if match is None:
         return None
