@@ -16,7 +16,8 @@ Kinds:
 * ``kafka-python SEGMENT``: ``kafka.record.MemoryRecords`` over the same bytes, touching every
   record's key (no CRC check: kafka-python's iteration does not verify it).
 * ``compact LOG_DIR``: ``tasks.compact_partition`` on every partition of LOG_DIR (changes it), with
-  ``--phases`` a separate timing of the parts first (producer table, plan, pass 1).
+  ``--phases`` a separate timing of the parts first (producer table, plan, pass 1); with ``--warm-copy
+  DIR`` a copy of DIR (the same shape) cleaned first, untimed (its CPU reported apart).
 * ``spark SOURCE_LOG_DIR --master local[N] --counts 1,2,4,8 --work DIR``: the Spark job
   (``jobs.compact.run``) on copies of the first 1, 2, 4, 8 partitions of SOURCE, one session, after a
   warm-up job that starts every Python worker. Copies are made before the clock starts. The peak memory
@@ -254,7 +255,29 @@ def _warm_compaction(sets: list[str]) -> None:
             compact_partition(task, configs, job_options(None))
 
 
-def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> dict:
+def _clean_a_copy(log_dir: str, sets: list[str], now_ms: int) -> float:
+    """Compact a copy of ``log_dir`` (untimed for the result): the CPU seconds it took. Cleaning the same
+    shape once before the measured run puts this process where a worker is after its first partition --
+    the allocator holds memory the size of this shape's buffers, numba has every kernel the shape takes
+    -- as Kafka's cleaner thread is after its warm-up partition and the shapes before."""
+    from jobs.context import job_options, list_tasks
+    from kafka_log_core.settings.config import load_config
+    from kafka_log_core.work.tasks import compact_partition
+
+    configs = load_config(None, [], [], sets)
+    with tempfile.TemporaryDirectory(prefix="bench-warm-copy-") as tmp:
+        copy = Path(tmp) / "log-dir"
+        shutil.copytree(log_dir, copy)
+        listing = list_tasks([str(copy)], None, writing=True)
+        started = time.process_time()
+        for task in listing.tasks:
+            compact_partition(task, configs, job_options(now_ms))
+        return time.process_time() - started
+
+
+def probe_compact(
+    log_dir: str, sets: list[str], now_ms: int, phases: bool, warm_copy: str | None = None
+) -> dict:
     from jobs.context import job_options, list_tasks
     from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
     from kafka_log_core.kernels.offset_map import OffsetMap
@@ -266,6 +289,7 @@ def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> d
     from kafka_log_core.work.tasks import compact_partition
 
     _warm_compaction(sets)
+    first_clean = _clean_a_copy(warm_copy, sets, now_ms) if warm_copy else None
     configs = load_config(None, [], [], sets)
     broker = configs.broker
     opts = job_options(now_ms)
@@ -302,6 +326,8 @@ def probe_compact(log_dir: str, sets: list[str], now_ms: int, phases: bool) -> d
     out.update(clock.result())
     out.update(meter.result())
     out["rows"] = rows
+    if first_clean is not None:
+        out["warm_copy_cpu_seconds"] = first_clean  # the same shape cleaned first, in this process
     return out
 
 
@@ -370,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--now-ms", type=int, default=None)
     parser.add_argument("--phases", action="store_true")
+    parser.add_argument(
+        "--warm-copy", default=None, help="compact: clean a copy of this log dir first (untimed)"
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--counts", default="1,2,4,8")
     parser.add_argument("--work", default=None)
@@ -387,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         now_ms = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
         if args.kind == "compact":
-            result = probe_compact(args.path, args.sets, now_ms, args.phases)
+            result = probe_compact(args.path, args.sets, now_ms, args.phases, args.warm_copy)
         else:
             counts = [int(c) for c in args.counts.split(",")]
             work = args.work or tempfile.mkdtemp(prefix="bench-spark-")

@@ -69,6 +69,10 @@ _SEGMENT_NAME = re.compile(
 )
 
 _PARTITION = re.compile(r"[0-9]+")
+# What may follow the 20 digits of a segment file's name: (suffix, marker) by the text.
+_ENDINGS = {
+    suffix + (marker or ""): (suffix, marker) for suffix in SEGMENT_SUFFIXES for marker in (None, *MARKERS)
+}
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -131,11 +135,16 @@ def segment_file(
         raise UsageError(f"unknown segment file suffix {suffix!r}: expected one of {SEGMENT_SUFFIXES}")
     if marker is not None and marker not in MARKERS:
         raise UsageError(f"unknown file marker {marker!r}: expected one of {MARKERS} or None")
-    return Path(directory) / (filename_prefix(base_offset) + suffix + (marker or ""))
+    directory = directory if isinstance(directory, Path) else Path(directory)
+    return directory / (filename_prefix(base_offset) + suffix + (marker or ""))
 
 
 def parse_segment_file(name: str) -> SegmentFileName | None:
     """Split a file name into (base offset, suffix, marker), or None for files that are not segment files."""
+    ending = _ENDINGS.get(name[OFFSET_DIGITS:])
+    if ending is not None and name[:OFFSET_DIGITS].isascii() and name[:OFFSET_DIGITS].isdigit():
+        base = int(name[:OFFSET_DIGITS])  # the broker's own names: 20 digits, a suffix, maybe a marker
+        return SegmentFileName(base, *ending) if base <= MAX_LONG else None
     match = _SEGMENT_NAME.fullmatch(name)
     if match is None:
         return None
@@ -330,22 +339,51 @@ def list_partition_dirs(log_dir: str | os.PathLike[str]) -> list[tuple[TopicPart
     return scan_partition_dirs(log_dir).found
 
 
+@dataclass(frozen=True, slots=True)
+class DirFiles:
+    """One listing of a partition directory (one ``scandir``), for every check that reads its names: the
+    leftovers' plan, the loader's recovery check, opening the log and its indexes. A directory entry knows
+    its type from the listing and keeps its ``stat`` once asked, so each name is parsed once and no file
+    is looked up again by path. Valid until something changes the directory: list it again then."""
+
+    path: str
+    entries: dict[str, os.DirEntry]  # every entry, by name
+    segment_files: dict[str, SegmentFileName]  # the entries named like segment (or snapshot) files
+
+    @classmethod
+    def scan(cls, directory: str | os.PathLike[str]) -> DirFiles:
+        entries: dict[str, os.DirEntry] = {}
+        segment_files: dict[str, SegmentFileName] = {}
+        with storage.scandir(directory) as listed:
+            for entry in listed:
+                entries[entry.name] = entry
+                parsed = parse_segment_file(entry.name)
+                if parsed is not None:
+                    segment_files[entry.name] = parsed
+        return cls(os.fspath(directory), entries, segment_files)
+
+    def segment_entry(self, base_offset: int, suffix: str) -> os.DirEntry | None:
+        """The entry of a live segment file, named as the broker names it (None when not listed)."""
+        return self.entries.get(filename_prefix(base_offset) + suffix)
+
+    def segment_bases(self) -> list[int]:
+        """:func:`list_segment_bases` of the listed directory."""
+        bases = []
+        for name, parsed in self.segment_files.items():
+            entry = self.entries[name]
+            if not entry.is_file():
+                storage.check_regular(entry.path, _stat_or_lstat(entry))
+            if parsed.suffix == LOG_SUFFIX and parsed.marker is None:
+                bases.append(parsed.base_offset)
+        return sorted(bases)
+
+
 def list_segment_bases(directory: str | os.PathLike[str]) -> list[int]:
     """Base offsets of the live ``.log`` files of a partition directory (no marker suffix), sorted.
 
     Every entry named like a segment file (live or marked) must be a regular file (symlinks followed):
     a FIFO, socket, device or directory with such a name is refused here, before anything opens it."""
-    bases = []
-    with storage.scandir(directory) as entries:
-        for entry in entries:
-            parsed = parse_segment_file(entry.name)
-            if parsed is None:
-                continue
-            if not entry.is_file():
-                storage.check_regular(entry.path, _stat_or_lstat(entry))
-            if parsed.suffix == LOG_SUFFIX and parsed.marker is None:
-                bases.append(parsed.base_offset)
-    return sorted(bases)
+    return DirFiles.scan(directory).segment_bases()
 
 
 def _stat_or_lstat(entry: os.DirEntry) -> os.stat_result:
