@@ -66,11 +66,11 @@ def plan_bins(sizes: Sequence[int], cores: int) -> list[list[int]]:
 def run_bins(
     spark, items: Sequence, sizes: Sequence[int], fn: Callable[[Any], Any], failed: Callable[[Any, str], Any],
     fatal: Callable[[str], Exception | None], *, shown: progress.Progress | None = None, what: str = "job",
-    keep: Callable[[Any, Any], Any] | None = None,
+    keep: Callable[[Any, int], None] | None = None,
 ) -> list:  # fmt: skip
     """``fn`` over ``items`` (each of ``sizes`` bytes) in bins (:func:`plan_bins`); the results in the
-    order of ``items``, each as ``keep(result, item)`` makes it when its bin comes back (the driver keeps
-    them small, and may put its own ``item`` back in place of the copy that came back with the result). A
+    order of ``items``, or, with ``keep``, each given to ``keep(result, index)`` when its bin comes back
+    (the driver keeps what it needs of it; nothing is returned then). A
     bin whose Spark task failed gives ``failed(item, reason)`` for each of its items, unless
     ``fatal(message)`` says the failure stops the job (the executors cannot run our code at all): then that
     exception is raised once the bins already running end. ``shown`` (its labels in the order
@@ -81,7 +81,7 @@ def run_bins(
     position = array("q", bytes(8 * len(items)))  # where each item is in launch order
     for p, i in enumerate(i for b in bins for i in b):
         position[i] = p
-    results: list = [None] * len(items)
+    results: list = [None] * len(items) if keep is None else []
 
     def run(number: int, indexes: Sequence[int]) -> None:
         sc.setJobDescription(f"{what}: bin {number + 1} of {len(bins)}, {len(indexes)} partitions")
@@ -98,7 +98,10 @@ def run_bins(
             out = [failed(items[i], reason) for i in indexes]
         statuses = [_status(result) for result in out]
         for i, result in zip(indexes, out, strict=True):
-            results[i] = result if keep is None else keep(result, items[i])
+            if keep is None:
+                results[i] = result
+            else:
+                keep(result, i)
         if shown is not None:  # the bin's partitions are done: the progress counts them
             done = [(position[i], status) for i, status in zip(indexes, statuses, strict=True)]
             shown.update(done, progress.active_tasks(sc))

@@ -107,7 +107,7 @@ class Output:
         full = _Shown(rows, shown)
         if self.resolved() == "json":
             write_json(full, sys.stdout, default=str)
-            truncated = truncation_summary(full, dry_run)
+            truncated = truncation_summary(rows, dry_run)  # two columns read, not every row's dict
             if truncated:
                 tell(truncated)
         else:

@@ -64,23 +64,26 @@ def run_job(
     given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
     left: dict[int, TaskOutcome] = {}  # by row: the outcomes ``then`` takes further, with the driver's task
 
-    def keep(outcome: TaskOutcome, task: PartitionTask) -> None:
-        row = store.keep(outcome.row, log_dir=given.get(task.log_dir, task.log_dir))
+    def keep_row(outcome: TaskOutcome) -> int:
+        return store.keep(outcome.row, log_dir=given.get(outcome.task.log_dir, outcome.task.log_dir))
+
+    def keep(outcome: TaskOutcome, index: int) -> None:
+        row = keep_row(outcome)
         if then is not None and outcome.row.get("status") == Status.SPLIT:
-            left[row] = TaskOutcome(task, outcome.row, outcome.recovered)
+            left[row] = TaskOutcome(listing.tasks[index], outcome.row, outcome.recovered)
 
     run_tasks(spark, listing, fn, row_type, writing=writing, title=title, keep=keep)
     replaced: set[int] = set()
     if then is not None and left:
         for row, outcome in zip(left, then(list(left.values())), strict=True):
             replaced.add(row)
-            keep(outcome, outcome.task)
+            keep_row(outcome)
     return result_rows(store, (r for r in range(len(store)) if r not in replaced), listing, row_type, order)
 
 
 def run_tasks(
     spark, listing: Listing, fn: TaskFn, row_type: type, *, writing: bool, title: str,
-    keep: Callable[[TaskOutcome, PartitionTask], None],
+    keep: Callable[[TaskOutcome, int], None],
 ) -> None:  # fmt: skip
     """``fn`` over the listed partitions, with the listing's notes said first, each outcome given to
     ``keep`` as it comes back; for a job that writes, every log dir whose partitions this run all
@@ -89,10 +92,10 @@ def run_tasks(
         tell(note)
     recovered: list[RecoveredPartition] = []
 
-    def kept(outcome: TaskOutcome, task: PartitionTask) -> None:
+    def kept(outcome: TaskOutcome, index: int) -> None:
         if outcome.recovered is not None:
             recovered.append(outcome.recovered)
-        keep(outcome, task)
+        keep(outcome, index)
 
     run_distributed(spark, listing.tasks, fn, row_type, title=title, keep=kept)
     if writing:
@@ -141,11 +144,11 @@ def partition_bytes(task: PartitionTask) -> int:
 
 def run_distributed(
     spark, tasks: Sequence[PartitionTask], fn: TaskFn, row_type: type | None = None, title: str | None = None,
-    keep: Callable[[TaskOutcome, PartitionTask], Any] | None = None,
+    keep: Callable[[TaskOutcome, int], None] | None = None,
 ) -> list:  # fmt: skip
     """Map ``fn`` over the tasks in Spark tasks that each run a bin of partitions (:mod:`jobs.bins`: sized
-    by bytes, the largest partitions started first); the outcomes come back in the order of ``tasks``
-    (each as ``keep`` makes it, when given). With a ``title``, the progress is shown as the partitions
+    by bytes, the largest partitions started first); the outcomes come back in the order of ``tasks``, or
+    each to ``keep(outcome, index)`` as its bin ends. With a ``title``, the progress is shown as the partitions
     finish (:mod:`jobs.progress`)."""
     if not tasks:
         return []

@@ -93,11 +93,13 @@ def test_progress_counts_each_partition_once_as_its_bin_ends_even_a_crashed_bins
     sizes = [1000 * i for i in range(60)] + [5000]
     order = bins.launch_order(sizes, spark.sparkContext.defaultParallelism)
     shown = progress.Progress("job", [items[i] for i in order], [sizes[i] for i in order], how="none")
-    results = bins.run_bins(
+    kept: dict[int, dict] = {}
+    returned = bins.run_bins(
         spark, items, sizes, _crash_on, lambda item, reason: {"item": item, "status": "failed"},
-        lambda message: None, shown=shown, keep=lambda result, item: (result, item),
+        lambda message: None, shown=shown, keep=lambda result, i: kept.setdefault(i, result),
     )  # fmt: skip
     assert shown.done_count == len(items) and all(shown.done)
     assert shown.bytes_done() == sum(sizes)
-    # what the driver keeps holds its own item, not the copy that came back from the executor
-    assert all(item is items[i] and result["item"] == item for i, (result, item) in enumerate(results))
+    # each result given to keep once, with its item's index, and nothing held besides
+    assert returned == [] and sorted(kept) == list(range(len(items)))
+    assert all(kept[i]["item"] == item for i, item in enumerate(items))
