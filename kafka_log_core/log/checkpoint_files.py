@@ -27,6 +27,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -47,9 +48,14 @@ class _Kept:
     signature: tuple
     data: bytes
     entries: dict[TopicPartition, int]
-    canonical: (
-        bool  # data is the sorted entries as format_offset_checkpoint writes them: lines can be patched
-    )
+    known_canonical: bool | None = None  # None: not looked at yet (only a change needs to know)
+
+    @cached_property
+    def canonical(self) -> bool:
+        """Whether data is the sorted entries as format_offset_checkpoint writes them: lines can be patched."""
+        if self.known_canonical is not None:
+            return self.known_canonical
+        return checkpoints.format_offset_checkpoint(_sorted(self.entries)) == self.data
 
 
 _NOTHING = _Kept(_MISSING, b"", {}, False)
@@ -129,9 +135,7 @@ def _current(key: str) -> _Kept:
             os.close(fd)
         fresh = _reparsed(kept, data) if kept is not None and kept.canonical else None
         if fresh is None:
-            found = checkpoints.parse_offset_checkpoint(data, key)
-            canonical = checkpoints.format_offset_checkpoint(_sorted(found)) == data
-            fresh = _Kept(signature, data, found, canonical)
+            fresh = _Kept(signature, data, checkpoints.parse_offset_checkpoint(data, key))
         else:
             fresh = _Kept(signature, data, fresh.entries, True)
         _kept[key] = fresh

@@ -52,6 +52,8 @@ _read_only: set[str] = set()  # log dirs whose descriptor is read-only
 _holders: dict[tuple[int, int], int] = {}  # in-process count of partition locks holding byte 0 per log dir
 _held: set[tuple[tuple[int, int], int]] = set()  # (log dir, partition byte) held by a thread of this process
 _checkpoint_guards: dict[tuple[int, int], threading.Lock] = {}
+_resolved: dict[str, str] = {}  # a log dir's path as given -> resolved (the key of _fds)
+_identities: dict[int, tuple[int, int]] = {}  # a descriptor of _fds -> its file's (device, inode)
 _guard = threading.Lock()
 
 
@@ -69,11 +71,11 @@ def not_writable(log_dir: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def _fd(log_dir: Path, key: str | None = None) -> int:
+def _fd(log_dir: str | os.PathLike[str], key: str | None = None) -> int:
     """This process's one descriptor of ``<log_dir>/.lock``: read-write (created if missing) when the log
     dir can be written, else read-only (enough for a shared lock: seeing a broker). ``key``: the log dir's
     resolved path, when the caller has it."""
-    key = os.fspath(log_dir.resolve()) if key is None else key
+    key = os.fspath(Path(log_dir).resolve()) if key is None else key
     with _guard:
         fd = _fds.get(key)
         if fd is None:
@@ -92,25 +94,43 @@ def _fd(log_dir: Path, key: str | None = None) -> int:
 def _writable_fd(log_dir: Path) -> int:
     key = os.fspath(log_dir.resolve())  # once: a path resolved costs a stat per component
     fd = _fd(log_dir, key)
+    return _checked_writable(fd, key, log_dir)
+
+
+def _checked_writable(fd: int, key: str, log_dir: str | os.PathLike[str]) -> int:
     if key in _read_only:
+        lock_path = os.path.join(log_dir, LOCK_FILE)
         raise ReadOnlyLogDirError(
-            not_writable(key) or f"{log_dir / LOCK_FILE} cannot be opened for writing by this user"
+            not_writable(key) or f"{lock_path} cannot be opened for writing by this user"
         )
     return fd
 
 
+def _partition_lock_fd(log_dir: str) -> int:
+    """:func:`_writable_fd` of a log dir named as before in this process: its resolved path is kept (a path
+    resolved costs a stat per component, for every partition)."""
+    key = _resolved.get(log_dir)
+    if key is None:
+        key = _resolved[log_dir] = os.fspath(Path(log_dir).resolve())
+    return _checked_writable(_fd(log_dir, key), key, log_dir)
+
+
 def _identity(fd: int) -> tuple[int, int]:
     """The ``.lock`` file open on ``fd`` as (device, inode): the same for every path to the log dir (a
-    symlink, a bind mount, as POSIX locks see it), so this process knows what it holds under any of them."""
-    st = os.fstat(fd)
-    return st.st_dev, st.st_ino
+    symlink, a bind mount, as POSIX locks see it), so this process knows what it holds under any of them.
+    Kept with the descriptor, which stays open (and on the same file) for the life of the process."""
+    identity = _identities.get(fd)
+    if identity is None:
+        st = os.fstat(fd)
+        identity = _identities[fd] = (st.st_dev, st.st_ino)
+    return identity
 
 
-def _partition_byte(log_dir: Path, tp: TopicPartition) -> int:
+def _partition_byte(log_dir: str | os.PathLike[str], tp: TopicPartition) -> int:
     """The lock byte of ``tp``'s directory, keyed by what it is on disk (its inode); by its name when it
     cannot be looked at (the task then fails on the missing directory anyway)."""
     try:
-        key = f"inode {storage.stat(log_dir / tp.dir_name).st_ino}"
+        key = f"inode {storage.stat(os.path.join(log_dir, tp.dir_name)).st_ino}"
     except OSError:
         key = f"name {tp.dir_name}"
     digest = hashlib.blake2b(key.encode("utf-8"), digest_size=7).digest()
@@ -149,18 +169,21 @@ def broker_holds(log_dir: str | os.PathLike[str]) -> bool:
 def partition_lock(log_dir: str | os.PathLike[str], tp: TopicPartition) -> Iterator[None]:
     """Hold the log dir against a broker and ``tp`` against other jobs, or raise LogDirLockedError
     (PartitionBusyError when it is another job, or another thread of this one, that writes ``tp``)."""
-    d = Path(log_dir)
-    fd = _writable_fd(d)
+    d = os.fspath(log_dir)  # paths as strings: this runs once per partition of a job that writes
+    fd = _partition_lock_fd(d)
     key = _identity(fd)
-    lock_path = d / LOCK_FILE
+    lock_path = os.path.join(d, LOCK_FILE)
     byte = _partition_byte(d, tp)
-    busy = PartitionBusyError(
-        f"partition {tp} in {d} is being written by another kafka-log-jobs process (lock on {lock_path}): "
-        "skipped, a later run takes it up"
-    )
+
+    def busy() -> PartitionBusyError:
+        return PartitionBusyError(
+            f"partition {tp} in {d} is being written by another kafka-log-jobs process (lock on {lock_path}): "
+            "skipped, a later run takes it up"
+        )
+
     with _guard:
         if (key, byte) in _held:
-            raise busy
+            raise busy()
         if not _holders.get(key, 0) and not _try(fd, fcntl.LOCK_SH, _BROKER_BYTE):
             raise LogDirLockedError(
                 f"{lock_path} is locked by another process: a Kafka broker is running on this log dir; "
@@ -170,7 +193,7 @@ def partition_lock(log_dir: str | os.PathLike[str], tp: TopicPartition) -> Itera
         _held.add((key, byte))
     try:
         if not _try(fd, fcntl.LOCK_EX, byte):
-            raise busy
+            raise busy()
         try:
             yield
         finally:

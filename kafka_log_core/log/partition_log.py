@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 
 from kafka_log_core.errors import CorruptDataError
-from kafka_log_core.format.filenames import TopicPartition, list_segment_bases
+from kafka_log_core.format.filenames import DirFiles, TopicPartition
 from kafka_log_core.format.txn_index import AbortedTxn, collect_aborted
 from kafka_log_core.log.log_dir import CLEANER_OFFSET_CHECKPOINT, LogDirState, PartitionCheckpoints
 from kafka_log_core.log.segment import Segment, check_batch_offsets
@@ -35,11 +35,17 @@ class PartitionLog:
 
     @classmethod
     def open(
-        cls, log_dir: str | os.PathLike[str], tp: TopicPartition, ckpt: PartitionCheckpoints
-    ) -> PartitionLog:
-        directory = Path(log_dir) / tp.dir_name
-        segments = tuple(Segment.open(directory, base) for base in list_segment_bases(directory))
-        return cls(Path(log_dir), directory, tp, segments, ckpt)
+        cls, log_dir: str | os.PathLike[str], tp: TopicPartition, ckpt: PartitionCheckpoints,
+        files: DirFiles | None = None,
+    ) -> PartitionLog:  # fmt: skip
+        """The partition as on disk now; ``files``: the partition directory's listing, when the caller has
+        one taken since the directory last changed."""
+        directory = Path(log_dir, tp.dir_name)
+        log_dir = directory.parent
+        if files is None:
+            files = DirFiles.scan(directory)
+        segments = tuple(Segment.open(directory, base, files) for base in files.segment_bases())
+        return cls(log_dir, directory, tp, segments, ckpt)
 
     # ------------------------------------------------------------------ offsets
     @property

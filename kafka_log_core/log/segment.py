@@ -7,6 +7,7 @@ entry (the broker's ``largestTimestamp``); batch headers only when a rule needs 
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from collections.abc import Iterator
@@ -26,12 +27,14 @@ from kafka_log_core.format.filenames import (
     SEGMENT_FILE_SUFFIXES,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    DirFiles,
+    filename_prefix,
     segment_file,
 )
 from kafka_log_core.format.index_base import read_index_file
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.offset_index import OffsetIndex, parse_offset_index
-from kafka_log_core.format.record_batch import LOG_OVERHEAD, OFFSET_AND_SIZE
+from kafka_log_core.format.record_batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, OFFSET_AND_SIZE
 from kafka_log_core.format.time_index import TimeIndex, parse_time_index
 from kafka_log_core.format.txn_index import AbortedTxn, read_txn_index
 from kafka_log_core.kernels import fields, header_scan, offset_order, statuses
@@ -46,11 +49,23 @@ class Segment:
     _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str], base_offset: int) -> Segment:
-        path = segment_file(directory, base_offset, LOG_SUFFIX)
-        st = storage.stat(path)
+    def open(
+        cls, directory: str | os.PathLike[str], base_offset: int, files: DirFiles | None = None
+    ) -> Segment:
+        """The segment of ``base_offset`` in ``directory`` (``files``: the directory's listing, which holds
+        its ``.log``, when the caller has one: its ``stat`` is the listing's)."""
+        if files is None:
+            path: str | Path = segment_file(directory, base_offset, LOG_SUFFIX)
+            st = storage.stat(path)
+        else:
+            entry = files.segment_entry(base_offset, LOG_SUFFIX)
+            if entry is None:
+                missing = os.path.join(files.path, filename_prefix(base_offset) + LOG_SUFFIX)
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), missing)
+            path, st = entry.path, entry.stat()
         storage.check_regular(path, st)
-        return cls(Path(directory), base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
+        directory = directory if isinstance(directory, Path) else Path(directory)
+        return cls(directory, base_offset, st.st_size, st.st_mtime_ns // 1_000_000)
 
     @classmethod
     def planned(
@@ -154,6 +169,25 @@ class Segment:
         )
         return parse_time_index(data, self.base_offset, path)
 
+    def read_indexes(self, files: DirFiles) -> None:
+        """Read the offset and time indexes now, as :attr:`offset_index` and :attr:`time_index` read them,
+        with the directory's listing ``files`` (taken since the directory last changed): an index file the
+        listing does not hold is an empty index, and a plain file it shows empty is not opened."""
+        known = self.__dict__  # where the cached properties keep their values
+        for name, suffix, kind, parse in (
+            ("offset_index", INDEX_SUFFIX, OffsetIndex, parse_offset_index),
+            ("time_index", TIME_INDEX_SUFFIX, TimeIndex, parse_time_index),
+        ):
+            entry = files.segment_entry(self.base_offset, suffix)
+            if entry is not None and not entry.is_file(follow_symlinks=False):
+                getattr(self, name)  # not a plain file: read by its path
+                continue
+            path = os.path.join(os.fspath(self.directory), filename_prefix(self.base_offset) + suffix)
+            data = b""
+            if entry is not None and entry.stat(follow_symlinks=False).st_size:
+                data = read_index_file(path, kind.KIND, kind.ENTRY_SIZE, self.size)
+            known[name] = parse(data, self.base_offset, path)
+
     @cached_property
     def aborted_txns(self) -> tuple[AbortedTxn, ...]:
         path = self.txn_index_path
@@ -202,9 +236,11 @@ class Segment:
         if "data" in self._cache:
             yield from log_file.iter_batches(self._cache["data"], self.log_path, start_position, strict=False)
             return
+        if start_position + HEADER_SIZE_UP_TO_MAGIC >= self.size:  # no batch fits: nothing to open
+            return
         with storage.open_regular_file(self.log_path) as f:
             pos = start_position
-            while pos + 17 < self.size:
+            while pos + HEADER_SIZE_UP_TO_MAGIC < self.size:
                 f.seek(pos)
                 head = f.read(12)
                 _, size = OFFSET_AND_SIZE.unpack(head)

@@ -22,7 +22,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_log_core import storage
 from kafka_log_core.format import log_file
 from kafka_log_core.format.filenames import (
     CLEANED_MARKER,
@@ -32,7 +31,7 @@ from kafka_log_core.format.filenames import (
     SWAP_MARKER,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    parse_segment_file,
+    DirFiles,
     segment_file,
 )
 from kafka_log_core.log.segment_files import delete_files, rename_files
@@ -61,10 +60,12 @@ def _next_offset_of(log_path: Path, base: int) -> int:
     return base if last is None else last.last_offset + 1
 
 
-def plan_leftovers(directory: str | os.PathLike[str]) -> LeftoverPlan:
+def plan_leftovers(directory: str | os.PathLike[str], files: DirFiles | None = None) -> LeftoverPlan:
+    """What the loader resolves first in ``directory`` (``files``: its listing, when the caller has one)."""
+    if files is None:
+        files = DirFiles.scan(directory)
     d = Path(directory)
-    names = sorted(storage.listdir(d))
-    parsed = {n: p for n in names if (p := parse_segment_file(n)) is not None}
+    parsed = dict(sorted(files.segment_files.items()))
     delete: list[Path] = []
     swaps: list[str] = []
     cleaned: list[str] = []

@@ -57,11 +57,11 @@ from kafka_log_core.format.filenames import (
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    DirFiles,
     TopicPartition,
     list_partition_dirs,
     list_segment_bases,
     parse_partition_dir,
-    parse_segment_file,
     segment_file,
 )
 from kafka_log_core.format.offset_index import OffsetIndex
@@ -628,25 +628,27 @@ def _differs(directory: Path, r: RecoveredSegment) -> bool:
     return False
 
 
-def nothing_to_load(directory: str | os.PathLike[str], ckpt: PartitionCheckpoints) -> bool:
-    """Whether :func:`plan_recovery` would find nothing to recover or change, from one directory listing:
-    after a clean shutdown, a directory whose every live ``.log`` has its ``.index`` and ``.timeindex``
-    and no ``.txnindex`` (the loader checks its entries), all of them plain files, is loaded as it is
-    (the first return of ``_Loader.plan``). False says nothing: plan it."""
+def nothing_to_load(
+    directory: str | os.PathLike[str], ckpt: PartitionCheckpoints, files: DirFiles | None = None
+) -> bool:
+    """Whether :func:`plan_recovery` would find nothing to recover or change, from one directory listing
+    (``files``, when the caller has it): after a clean shutdown, a directory whose every live ``.log`` has
+    its ``.index`` and ``.timeindex`` and no ``.txnindex`` (the loader checks its entries), all of them
+    plain files, is loaded as it is (the first return of ``_Loader.plan``). False says nothing: plan it."""
     if not ckpt.clean_shutdown:
         return False
+    if files is None:
+        files = DirFiles.scan(directory)
     logs: list[str] = []
     present: set[str] = set()
-    with storage.scandir(directory) as entries:
-        for entry in entries:
-            parsed = parse_segment_file(entry.name)
-            if parsed is None or parsed.marker is not None or parsed.suffix == SNAPSHOT_SUFFIX:
-                continue
-            if parsed.suffix == TXN_INDEX_SUFFIX or not entry.is_file(follow_symlinks=False):
-                return False
-            present.add(entry.name)
-            if parsed.suffix == LOG_SUFFIX:
-                logs.append(entry.name[: -len(LOG_SUFFIX)])
+    for name, parsed in files.segment_files.items():
+        if parsed.marker is not None or parsed.suffix == SNAPSHOT_SUFFIX:
+            continue
+        if parsed.suffix == TXN_INDEX_SUFFIX or not files.entries[name].is_file(follow_symlinks=False):
+            return False
+        present.add(name)
+        if parsed.suffix == LOG_SUFFIX:
+            logs.append(name[: -len(LOG_SUFFIX)])
     return all(
         f"{stem}{INDEX_SUFFIX}" in present and f"{stem}{TIME_INDEX_SUFFIX}" in present for stem in logs
     )

@@ -415,11 +415,11 @@ def clean_group(sp: SplitPlan, job: GroupJob, parts: list[np.ndarray]) -> GroupO
 
 
 # ============================================================================================ swap
-def remove_scratch(directory: str | Path) -> bool:
+def remove_scratch(directory: str | os.PathLike[str]) -> bool:
     """Remove the split scratch directory of a partition directory (one an interrupted run left, or
     this run's own). True when there was one."""
-    scratch = Path(directory) / SPLIT_SCRATCH_DIR
-    if not scratch.exists():
+    scratch = os.path.join(directory, SPLIT_SCRATCH_DIR)
+    if not storage.exists(scratch):
         return False
     shutil.rmtree(scratch)
     return True

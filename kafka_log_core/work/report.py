@@ -79,7 +79,8 @@ def report_task(
     task: PartitionTask, configs: Configs, opts: JobOptions, *, count_duplicates: bool = True
 ) -> TaskOutcome:
     """The report of one partition (``count_duplicates=False`` skips reading keys)."""
-    opts = dataclasses.replace(opts, dry_run=True)  # the report never changes anything
+    if not opts.dry_run:
+        opts = dataclasses.replace(opts, dry_run=True)  # the report never changes anything
     cs = configs_for(configs, task.log_dir)
 
     def body(row: RowDraft[ReportRow]) -> None:
@@ -137,7 +138,9 @@ def report_task(
             )
         else:
             row.set(**retention_figures(log, cfg, cs, opts))
-        row.set(reclaimable_bytes=min(log.size_in_bytes, compaction_bytes + (row.row.retention_bytes or 0)))
+        row.set(
+            reclaimable_bytes=min(log.size_in_bytes, compaction_bytes + (row.value("retention_bytes") or 0))
+        )
         row.set(reason="; ".join(notes))
 
     return run_guarded(task, ReportRow, body)

@@ -141,6 +141,28 @@ class RowDraft(Generic[R]):
         self._values: dict[str, Any] = {name: getattr(row, name) for name in _names(self._type)}
         self.recovered: RecoveredPartition | None = None
 
+    @classmethod
+    def of(cls, row_type: type[R], **fields: Any) -> RowDraft[R]:
+        """A draft of a ``row_type`` row: ``fields`` (every field without a default), the defaults for the
+        rest; as ``RowDraft(row_type(**fields))`` without making a frozen row."""
+        defaults = _defaults(row_type)
+        wrong = (fields.keys() - defaults.keys()) | {
+            n for n, v in defaults.items() if v is _REQUIRED and n not in fields
+        }
+        if wrong:
+            raise TypeError(
+                f"{row_type.__name__}: give exactly its fields without a default, not {sorted(wrong)}"
+            )
+        draft = cls.__new__(cls)
+        draft._type = row_type
+        draft._values = {**defaults, **fields}
+        draft.recovered = None
+        return draft
+
+    def value(self, name: str) -> Any:
+        """One field of the row so far."""
+        return self._values[name]
+
     def set(self, **changes: Any) -> None:
         unknown = changes.keys() - self._values.keys()
         if unknown:
@@ -157,6 +179,19 @@ class RowDraft(Generic[R]):
 
 
 _NAMES: dict[type, tuple[str, ...]] = {}
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+_REQUIRED = object()  # in _DEFAULTS: a field without a default
+
+
+def _defaults(row_type: type) -> dict[str, Any]:
+    """Every field of ``row_type`` in order, with its default (:data:`_REQUIRED` where it has none)."""
+    defaults = _DEFAULTS.get(row_type)
+    if defaults is None:
+        defaults = _DEFAULTS[row_type] = {
+            f.name: _REQUIRED if f.default is dataclasses.MISSING else f.default
+            for f in dataclasses.fields(row_type)
+        }
+    return defaults
 
 
 def _names(row_type: type) -> tuple[str, ...]:

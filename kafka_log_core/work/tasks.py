@@ -38,7 +38,7 @@ from kafka_log_core.errors import (
     describe_os_error,
 )
 from kafka_log_core.format import compression
-from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.format.filenames import LOG_SUFFIX, DirFiles, TopicPartition
 from kafka_log_core.log import locks
 from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.log.log_dir import read_partition_checkpoints, update_checkpoints
@@ -112,7 +112,7 @@ def run_guarded(task: PartitionTask, row_type: type[R], body: Callable[[RowDraft
     """Run ``body`` to fill the task's ``row_type`` row; turn any error into a failed row with a one-line
     reason (the columns filled before the error stay). The outcome, ready to cross to the driver."""
     started = time.monotonic()
-    row = RowDraft(row_type(log_dir=task.log_dir, topic=task.topic, partition=task.partition))
+    row = RowDraft.of(row_type, log_dir=task.log_dir, topic=task.topic, partition=task.partition)
     try:
         body(row)
     except PartitionBusyError as err:  # another job writes it now: its result stands, nothing failed
@@ -137,17 +137,23 @@ def prepare(
     """What the broker's loader does first: leftovers of an unfinished operation resolved, segments
     recovered (after an unclean shutdown, or where an index is missing) -- applied, or in a dry run only
     described and looked at as they would be -- then the partition opened and checked; HW rule applied."""
-    directory = Path(task.log_dir) / task.tp.dir_name
-    plan = leftovers.plan_leftovers(directory)
+    directory = os.path.join(task.log_dir, task.tp.dir_name)
+    files: DirFiles | None = DirFiles.scan(directory)  # one listing for every check while nothing changes
+    plan = leftovers.plan_leftovers(directory, files)
     if not plan.empty:
         verb = "would resolve" if opts.dry_run else "resolved"
         notes.append(f"{verb} leftovers of an unfinished operation: {'; '.join(plan.describe())}")
         if not opts.dry_run:
             leftovers.apply_leftovers(plan)
-    check_inside(Path(task.log_dir), directory)
-    log = load(task, cfg, opts, notes, cs, row)
+            files = None
+    check_inside(task.log_dir, directory)
+    log, files = load(task, cfg, opts, notes, cs, row, files)
     for segment in log.segments:
-        check_inside(Path(task.log_dir), segment.log_path)
+        entry = None if files is None else files.segment_entry(segment.base_offset, LOG_SUFFIX)
+        if entry is None or entry.is_symlink():  # the listing knows which names are symlinks
+            check_inside(task.log_dir, segment.log_path)
+        if files is not None:
+            segment.read_indexes(files)
         check_indexes(segment)
     log.validate_offsets()
     if not log.high_watermark_from_checkpoint:
@@ -172,22 +178,36 @@ def holding(task: PartitionTask, opts: JobOptions) -> Iterator[PartitionTask]:
         yield task
         return
     with locks.partition_lock(task.log_dir, task.tp):
-        split_cleaning.remove_scratch(Path(task.log_dir) / task.tp.dir_name)  # an interrupted split run's
+        # an interrupted split run's scratch directory
+        split_cleaning.remove_scratch(os.path.join(task.log_dir, task.tp.dir_name))
         yield dataclasses.replace(task, checkpoints=read_partition_checkpoints(task.log_dir, task.tp))
 
 
 def load(
-    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: RowDraft
-) -> PartitionLog:
+    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: RowDraft,
+    files: DirFiles | None = None,
+) -> tuple[PartitionLog, DirFiles | None]:  # fmt: skip
     """The partition after the loader's recovery (:mod:`recovery`): applied, described (dry run), or
-    refused (``--no-recover``) when it would change a segment file."""
-    directory = Path(task.log_dir) / task.tp.dir_name
+    refused (``--no-recover``) when it would change a segment file. ``files``: the partition directory's
+    listing when nothing changed it since; returned when the log was opened from it (else None)."""
+    directory = os.path.join(task.log_dir, task.tp.dir_name)
     ckpt = task.checkpoints
+    if files is None:
+        files = DirFiles.scan(directory)
     if opts.dry_run and _broker_holds(task.log_dir):
         notes.append("a running broker holds the log dir: it has loaded (and recovered) the partition itself")
-        return PartitionLog.open(task.log_dir, task.tp, ckpt)
-    if recovery.nothing_to_load(directory, ckpt):  # most partitions: one directory listing
-        return PartitionLog.open(task.log_dir, task.tp, ckpt)
+        return PartitionLog.open(task.log_dir, task.tp, ckpt, files), files
+    if recovery.nothing_to_load(directory, ckpt, files):  # most partitions: the listing shows nothing to do
+        return PartitionLog.open(task.log_dir, task.tp, ckpt, files), files
+    return _recovered(task, cfg, opts, notes, cs, row), None
+
+
+def _recovered(
+    task: PartitionTask, cfg: LogConfig, opts: JobOptions, notes: list[str], cs: ConfigSet, row: RowDraft
+) -> PartitionLog:
+    """:func:`load` of a partition the loader's recovery must look at (its plan made and applied or said)."""
+    directory = Path(task.log_dir) / task.tp.dir_name
+    ckpt = task.checkpoints
     plan = recovery.plan_recovery(
         directory,
         task.tp,
@@ -258,12 +278,12 @@ def recovered_high_watermark(
     return recovery.high_watermark_after(plan, task.tp, task.checkpoints.high_watermark, cs.cluster)
 
 
-def check_inside(log_dir: Path, path: Path) -> None:
+def check_inside(log_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
     """Refuse a partition directory or segment that is a symlink leading out of the log dir."""
     if not os.path.islink(path):
         return
-    root = log_dir.resolve()
-    target = path.resolve()
+    root = Path(log_dir).resolve()
+    target = Path(path).resolve()
     if root not in target.parents:
         raise RefusedError(f"{path} is a symbolic link to {target}, outside the log dir {root}: not touched")
 
@@ -317,7 +337,7 @@ def compact_task(
             unknown = retention_settings_unknown(settings)
             while True:  # each round as another run would do it: cleaning, then the thread's retention
                 cleaned, more = _compact_round(current, log, cfg, cs, opts, notes, row, tally, split_runner)
-                if row.row.status is Status.SPLIT:  # the driver cleans it (and runs retention) later
+                if row.value("status") is Status.SPLIT:  # the driver cleans it (and runs retention) later
                     return
                 if cleaned:
                     current, log = _reopen(current)

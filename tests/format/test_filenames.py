@@ -88,6 +88,21 @@ def test_parse_segment_file_returns_none_for_other_files(name):
 
 
 @given(
+    st.text(st.sampled_from("0123456789+-٣０a"), min_size=19, max_size=21),
+    st.sampled_from([".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".checkpoint", ".log.tmp"]),
+    st.sampled_from(["", ".deleted", ".cleaned", ".swap"]),
+)
+def test_a_name_of_about_twenty_characters_is_a_segment_file_only_of_ascii_digits_in_a_long(
+    digits, suffix, marker
+):
+    # the broker's names (20 digits) are read by a shortcut: the same answer as any other digit run
+    plain = digits.isascii() and digits.isdigit()
+    known = suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+    expected = (int(digits), suffix, marker or None) if plain and known and int(digits) < 2**63 else None
+    assert parse_segment_file(digits + suffix + marker) == expected
+
+
+@given(
     st.integers(0, 2**63 - 1),
     st.sampled_from([".log", ".index", ".timeindex", ".txnindex", ".snapshot"]),
     st.sampled_from([None, ".deleted", ".cleaned", ".swap"]),
