@@ -47,19 +47,19 @@ def plan_bins(sizes: Sequence[int], cores: int) -> list[list[int]]:
     the bin holding the largest partition first, each bin's partitions largest first."""
     if not sizes:
         return []
-    weights = [size + IDLE_WEIGHT for size in sizes]
     count = max(
         BINS_PER_CORE * max(cores, 1),
         math.ceil(len(sizes) / MAX_BIN_PARTITIONS),
-        math.ceil(sum(weights) / MAX_BIN_WEIGHT),
+        math.ceil((sum(sizes) + IDLE_WEIGHT * len(sizes)) / MAX_BIN_WEIGHT),
     )
     count = min(count, len(sizes))
     lightest = [(0, b) for b in range(count)]  # (weight so far, bin): a heap
     bins: list[list[int]] = [[] for _ in range(count)]
-    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+    # Heaviest first, equal sizes in index order (a stable sort, reversed): no key tuple per partition.
+    for i in sorted(range(len(sizes)), key=sizes.__getitem__, reverse=True):
         weight, b = heapq.heappop(lightest)
         bins[b].append(i)
-        heapq.heappush(lightest, (weight + weights[i], b))
+        heapq.heappush(lightest, (weight + sizes[i] + IDLE_WEIGHT, b))
     return sorted((b for b in bins if b), key=lambda b: (-sizes[b[0]], b[0]))
 
 
@@ -76,14 +76,14 @@ def run_bins(
     exception is raised once the bins already running end. ``shown`` (its labels in the order
     :func:`launch_order` gives) follows the partitions as their bins finish."""
     sc = spark.sparkContext
-    bins = plan_bins(sizes, sc.defaultParallelism)
+    bins = [array("q", b) for b in plan_bins(sizes, sc.defaultParallelism)]  # 8 bytes a partition
     command = sc.broadcast((uuid.uuid4().hex, CloudPickleSerializer().dumps(fn)))
     position = array("q", bytes(8 * len(items)))  # where each item is in launch order
     for p, i in enumerate(i for b in bins for i in b):
         position[i] = p
     results: list = [None] * len(items)
 
-    def run(number: int, indexes: list[int]) -> None:
+    def run(number: int, indexes: Sequence[int]) -> None:
         sc.setJobDescription(f"{what}: bin {number + 1} of {len(bins)}, {len(indexes)} partitions")
         payload = [items[i] for i in indexes]
         try:
@@ -96,10 +96,12 @@ def run_bins(
                 f"the Spark task of this partition's bin ({len(indexes)} partitions) failed: {_gist(err)}"
             )
             out = [failed(items[i], reason) for i in indexes]
+        statuses = [_status(result) for result in out]
         for i, result in zip(indexes, out, strict=True):
             results[i] = result if keep is None else keep(result, items[i])
         if shown is not None:  # the bin's partitions are done: the progress counts them
-            shown.update([(position[i], _status(results[i])) for i in indexes], progress.active_tasks(sc))
+            done = [(position[i], status) for i, status in zip(indexes, statuses, strict=True)]
+            shown.update(done, progress.active_tasks(sc))
 
     watching = shown.watching(sc) if shown is not None else contextlib.nullcontext()
     pool = ThreadPoolExecutor(
@@ -115,9 +117,9 @@ def run_bins(
     return results
 
 
-def launch_order(sizes: Sequence[int], cores: int) -> list[int]:
+def launch_order(sizes: Sequence[int], cores: int) -> array:
     """The indexes of ``sizes`` in the order their partitions start (what :func:`run_bins` does)."""
-    return [i for b in plan_bins(sizes, cores) for i in b]
+    return array("q", (i for b in plan_bins(sizes, cores) for i in b))
 
 
 def _gist(err: Exception) -> str:

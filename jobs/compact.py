@@ -45,7 +45,7 @@ def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]
     fn = functools.partial(compact_task, configs=configs, opts=opts)
     return runner.run_job(
         spark, log_dirs, topic_regex, fn, CompactRow, writing=not opts.dry_run, listing=listing,
-        title="compact (dry run)" if opts.dry_run else "compact", order=runner.filthiest_first, then=clean_split,
+        title="compact (dry run)" if opts.dry_run else "compact", order=runner.FILTHIEST_FIRST, then=clean_split,
     )  # fmt: skip
 
 

@@ -40,7 +40,7 @@ def run(
     """Report every selected partition; rows come back filthiest first."""
     fn = functools.partial(report_task, configs=configs, opts=opts, count_duplicates=count_duplicates)
     return runner.run_job(
-        spark, log_dirs, topic_regex, fn, ReportRow, writing=False, order=runner.filthiest_first,
+        spark, log_dirs, topic_regex, fn, ReportRow, writing=False, order=runner.FILTHIEST_FIRST,
         listing=listing, title="report",
     )  # fmt: skip
 

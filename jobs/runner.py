@@ -12,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +26,12 @@ import click
 from jobs import bins, progress
 from jobs.context import list_tasks
 from jobs.output import tell
-from jobs.row_store import RowStore, StoredRow
+from jobs.row_store import RowStore, SortKey, StoredRows
 from kafka_log_core import storage
 from kafka_log_core.format.filenames import LOG_SUFFIX
 from kafka_log_core.log.listing import Listing, PartitionTask
 from kafka_log_core.rules import recovery
+from kafka_log_core.rules.recovery import RecoveredPartition
 from kafka_log_core.work.outcome import Status, TaskOutcome
 from kafka_log_core.work.rows import columns
 from kafka_log_core.work.tasks import UNKNOWN_SETTINGS
@@ -36,83 +39,89 @@ from kafka_log_core.work.tasks import UNKNOWN_SETTINGS
 TaskFn = Callable[[PartitionTask], TaskOutcome]
 
 
-def filthiest_first(row: Mapping) -> tuple:
-    return (-(row.get("dirty_ratio") or 0.0), row["log_dir"], row["topic"], row["partition"])
-
-
 def by_partition(row: Mapping) -> tuple:
     return (row["log_dir"], row["topic"], row["partition"])
 
 
+#: The result tables' orders: by log dir, topic and partition; the highest dirty ratio first.
+BY_PARTITION = (SortKey("log_dir"), SortKey("topic"), SortKey("partition"))
+FILTHIEST_FIRST = (SortKey("dirty_ratio", descending=True, missing=0.0), *BY_PARTITION)
+
+
 def run_job(
     spark, log_dirs: Sequence[str], topic_regex: str | None, fn: TaskFn, row_type: type, *, writing: bool,
-    title: str, listing: Listing | None = None, order: Callable[[Mapping], tuple] = by_partition,
+    title: str, listing: Listing | None = None, order: Sequence[SortKey] = BY_PARTITION,
     then: Callable[[list[TaskOutcome]], list[TaskOutcome]] | None = None,
-) -> list[Mapping[str, Any]]:  # fmt: skip
+) -> Sequence[Mapping[str, Any]]:  # fmt: skip
     """A job's run: list the partitions (unless the command already did, before starting Spark), map
-    ``fn`` over them (:func:`run_tasks`), let ``then`` take the driver's further steps on the outcomes,
-    and make the result rows (:func:`result_rows`). The rows are kept small as they come back
-    (:mod:`jobs.row_store`: read-only mappings of the table's columns, with the log dir as the user wrote
-    it)."""
+    ``fn`` over them (:func:`run_tasks`), let ``then`` take the driver's further steps on the outcomes
+    left for them (split cleaning), and make the result rows (:func:`result_rows`). The rows are kept as
+    columns as they come back (:mod:`jobs.row_store`), with the log dir as the user wrote it; of each
+    outcome the driver keeps only its row, unless ``then`` has something left to do for it."""
     if listing is None:
         listing = list_tasks(log_dirs, topic_regex, writing=writing)
     store = RowStore(columns(row_type))
     given = {os.path.abspath(d): os.fspath(d) for d in log_dirs}
+    left: dict[int, TaskOutcome] = {}  # by row: the outcomes ``then`` takes further, with the driver's task
 
-    def keep(outcome: TaskOutcome, task: PartitionTask | None = None) -> TaskOutcome:
-        """The outcome as the driver keeps it: its row in ``store``, and the driver's own ``task`` in place
-        of the copy that came back from the executor."""
-        task = task or outcome.task
-        log_dir = given.get(task.log_dir, task.log_dir)
-        return TaskOutcome(task, store.keep(outcome.row, log_dir=log_dir), outcome.recovered)
+    def keep(outcome: TaskOutcome, task: PartitionTask) -> None:
+        row = store.keep(outcome.row, log_dir=given.get(task.log_dir, task.log_dir))
+        if then is not None and outcome.row.get("status") == Status.SPLIT:
+            left[row] = TaskOutcome(task, outcome.row, outcome.recovered)
 
-    outcomes = run_tasks(spark, listing, fn, row_type, writing=writing, title=title, keep=keep)
-    if then is not None:
-        outcomes = [keep(o) if not isinstance(o.row, StoredRow) else o for o in then(outcomes)]
-    return result_rows(outcomes, listing, row_type, store, order)
+    run_tasks(spark, listing, fn, row_type, writing=writing, title=title, keep=keep)
+    replaced: set[int] = set()
+    if then is not None and left:
+        for row, outcome in zip(left, then(list(left.values())), strict=True):
+            replaced.add(row)
+            keep(outcome, outcome.task)
+    return result_rows(store, (r for r in range(len(store)) if r not in replaced), listing, row_type, order)
 
 
 def run_tasks(
     spark, listing: Listing, fn: TaskFn, row_type: type, *, writing: bool, title: str,
-    keep: Callable[[TaskOutcome, PartitionTask], TaskOutcome] | None = None,
-) -> list[TaskOutcome]:  # fmt: skip
-    """``fn`` over the listed partitions, with the listing's notes said first; for a job that writes, every
-    log dir whose partitions this run all recovered is then marked cleanly shut down."""
+    keep: Callable[[TaskOutcome, PartitionTask], None],
+) -> None:  # fmt: skip
+    """``fn`` over the listed partitions, with the listing's notes said first, each outcome given to
+    ``keep`` as it comes back; for a job that writes, every log dir whose partitions this run all
+    recovered is then marked cleanly shut down."""
     for note in listing.notes:
         tell(note)
-    outcomes = run_distributed(spark, listing.tasks, fn, row_type, title=title, keep=keep)
+    recovered: list[RecoveredPartition] = []
+
+    def kept(outcome: TaskOutcome, task: PartitionTask) -> None:
+        if outcome.recovered is not None:
+            recovered.append(outcome.recovered)
+        keep(outcome, task)
+
+    run_distributed(spark, listing.tasks, fn, row_type, title=title, keep=kept)
     if writing:
-        for note in recovery.finish_log_dirs(o.recovered for o in outcomes):
+        for note in recovery.finish_log_dirs(recovered):
             tell(note)
-    return outcomes
 
 
 def result_rows(
-    outcomes: Sequence[TaskOutcome], listing: Listing, row_type: type, store: RowStore,
-    order: Callable[[Mapping], tuple] = by_partition,
-) -> list[Mapping[str, Any]]:  # fmt: skip
-    """The result table: a row per outcome (kept in ``store``), a failed ``row_type`` row for whatever
-    could not even be listed, sorted by ``order``; one note per topic whose deciding settings are
-    unknown."""
-    rows: list[Mapping[str, Any]] = [o.row for o in outcomes]
-    rows += [
+    store: RowStore, rows: Iterable[int], listing: Listing, row_type: type,
+    order: Sequence[SortKey] = BY_PARTITION,
+) -> StoredRows:  # fmt: skip
+    """The result table: the ``rows`` of ``store``, a failed ``row_type`` row for whatever could not even
+    be listed, sorted by ``order``; one note per topic whose deciding settings are unknown."""
+    unlisted = [
         store.keep(
             dataclasses.asdict(row_type(u.log_dir, u.topic, u.partition, status=u.status, reason=u.reason))
         )
         for u in listing.failed + listing.skipped
     ]
-    rows.sort(key=order)
+    table = StoredRows(store, store.ordered(itertools.chain(rows, unlisted), order))
     said = set()
-    for row in rows:  # one line per topic whose deciding settings are unknown
+    for row in table:  # one line per topic whose deciding settings are unknown
+        if row["status"] != Status.FAILED or row["topic"] in said:
+            continue
         reason = row.get("reason") or ""
-        if (
-            row.get("status") == Status.FAILED
-            and reason.startswith(UNKNOWN_SETTINGS)
-            and row["topic"] not in said
-        ):
+        if reason.startswith(UNKNOWN_SETTINGS):
             said.add(row["topic"])
             tell(f"{row['log_dir']}: {reason}")
-    return rows
+    return table
 
 
 def partition_bytes(task: PartitionTask) -> int:
@@ -131,20 +140,21 @@ def partition_bytes(task: PartitionTask) -> int:
 
 
 def run_distributed(
-    spark, tasks: list[PartitionTask], fn: TaskFn, row_type: type | None = None, title: str | None = None,
-    keep: Callable[[TaskOutcome, PartitionTask], TaskOutcome] | None = None,
-) -> list[TaskOutcome]:  # fmt: skip
+    spark, tasks: Sequence[PartitionTask], fn: TaskFn, row_type: type | None = None, title: str | None = None,
+    keep: Callable[[TaskOutcome, PartitionTask], Any] | None = None,
+) -> list:  # fmt: skip
     """Map ``fn`` over the tasks in Spark tasks that each run a bin of partitions (:mod:`jobs.bins`: sized
-    by bytes, the largest partitions started first); the outcomes come back in the order of ``tasks``.
-    With a ``title``, the progress is shown as the partitions finish (:mod:`jobs.progress`)."""
+    by bytes, the largest partitions started first); the outcomes come back in the order of ``tasks``
+    (each as ``keep`` makes it, when given). With a ``title``, the progress is shown as the partitions
+    finish (:mod:`jobs.progress`)."""
     if not tasks:
         return []
-    sizes = [partition_bytes(t) for t in tasks]
+    sizes = array("q", (partition_bytes(t) for t in tasks))
     guarded = functools.partial(on_executor, fn=fn, row_type=row_type)
     shown = None
     if title is not None:
         order = bins.launch_order(sizes, spark.sparkContext.defaultParallelism)
-        shown = progress.Progress(title, _Labels(tasks, order), [sizes[i] for i in order])
+        shown = progress.Progress(title, _Labels(tasks, order), array("q", (sizes[i] for i in order)))
     failed = functools.partial(failed_outcome, row_type=row_type)
     return bins.run_bins(
         spark, tasks, sizes, guarded, failed, environment_failure, shown=shown, what=title or "job", keep=keep
@@ -154,7 +164,7 @@ def run_distributed(
 class _Labels(Sequence[str]):
     """The partitions' names in launch order, each made when the progress shows it (not 50,000 at once)."""
 
-    def __init__(self, tasks: Sequence[PartitionTask], order: list[int]) -> None:
+    def __init__(self, tasks: Sequence[PartitionTask], order: Sequence[int]) -> None:
         self._tasks, self._order = tasks, order
 
     def __getitem__(self, i):  # an int: the progress never slices

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import os
 import re
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
+
+import numpy as np
 
 from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG
@@ -192,12 +195,36 @@ class SkippedDir:
 
 @dataclass(frozen=True, slots=True)
 class PartitionDirs:
-    """A log dir's partition directories: one entry per directory on disk (``found``, sorted by topic and
-    partition, each with its identity: device and inode), and what was skipped with the reason."""
+    """A log dir's partition directories as columns (a broker's 50,000 without objects of their own): one
+    entry per directory on disk, sorted by topic and partition, each with its topic (each name one object),
+    partition and identity (device and inode); and what was skipped, with the reason."""
 
-    found: list[tuple[TopicPartition, Path]]
-    identities: dict[TopicPartition, tuple[int, int]]
+    log_dir: str
+    topics: list[str]
+    partitions: array  # of int64
+    devices: array  # of uint64
+    inodes: array  # of uint64
+    odd_names: dict[
+        int, str
+    ]  # entry -> its directory name, where not ``<topic>-<partition>`` (leading zeros)
     skipped: list[SkippedDir]
+
+    def __len__(self) -> int:
+        return len(self.topics)
+
+    def name(self, i: int) -> str:
+        return self.odd_names.get(i) or f"{self.topics[i]}-{self.partitions[i]}"
+
+    def path(self, i: int) -> Path:
+        return Path(os.path.join(self.log_dir, self.name(i)))
+
+    def tp(self, i: int) -> TopicPartition:
+        return TopicPartition(self.topics[i], self.partitions[i])
+
+    @property
+    def found(self) -> list[tuple[TopicPartition, Path]]:
+        """Each directory's partition and path, in order."""
+        return [(self.tp(i), self.path(i)) for i in range(len(self))]
 
 
 def scan_partition_dirs(log_dir: str | os.PathLike[str]) -> PartitionDirs:
@@ -208,7 +235,11 @@ def scan_partition_dirs(log_dir: str | os.PathLike[str]) -> PartitionDirs:
     an alias -- a second name for a directory already listed (a symlink such as ``x-0 -> orders-0``, a
     bind mount): one directory, one partition, worked on once, under the name that is not a symlink
     (else the first)."""
-    candidates: list[tuple[bool, str, TopicPartition, Path, tuple[int, int]]] = []
+    root = os.fspath(log_dir)
+    topics: list[str] = []
+    partitions, devices, inodes, links = array("q"), array("Q"), array("Q"), bytearray()
+    odd: dict[int, str] = {}
+    names: dict[str, str] = {}  # each topic name once
     skipped: list[SkippedDir] = []
     with storage.scandir(log_dir) as entries:
         for entry in entries:
@@ -223,23 +254,83 @@ def scan_partition_dirs(log_dir: str | os.PathLike[str]) -> PartitionDirs:
                 skipped.append(SkippedDir(tp, Path(entry.path), reason))
                 continue
             st = entry.stat()  # the directory itself, symlinks followed
-            candidates.append((entry.is_symlink(), entry.name, tp, Path(entry.path), (st.st_dev, st.st_ino)))
-    kept: dict[tuple[int, int], Path] = {}
-    found: list[tuple[TopicPartition, Path]] = []
-    identities: dict[TopicPartition, tuple[int, int]] = {}
-    for is_link, _, tp, path, identity in sorted(candidates):  # real directories before symlinks
-        first = kept.get(identity)
-        if first is not None:
-            how = f"a symlink to {storage.readlink(path)}" if is_link else "a second name (a bind mount)"
-            reason = f"{path}: {how}, the same directory as {first.name}: an alias, skipped (worked on as {first.name})"
-            skipped.append(SkippedDir(tp, path, reason))
-            continue
-        kept[identity] = path
-        found.append((tp, path))
-        identities[tp] = identity
-    found.sort(key=lambda item: item[0])
+            if entry.name != tp.dir_name:
+                odd[len(topics)] = entry.name
+            topics.append(names.setdefault(tp.topic, tp.topic))
+            partitions.append(tp.partition)
+            devices.append(st.st_dev)
+            inodes.append(st.st_ino)
+            links.append(entry.is_symlink())
+    scanned = PartitionDirs(root, topics, partitions, devices, inodes, odd, skipped)
+    aliases = _aliases(scanned, links)
+    skipped += [s for _, s in aliases]
+    # Sorted by (topic, partition); of two directories of one partition (a name with leading zeros), the
+    # one named as the broker names it is the one worked on, and the other is skipped: Kafka refuses to
+    # load both (LogManager: "Duplicate log directories found").
+    rank = {topic: r for r, topic in enumerate(sorted(names))}
+    extra_zeros = np.zeros(len(topics), np.int64)
+    for i, name in odd.items():
+        extra_zeros[i] = len(name) - len(f"{topics[i]}-{partitions[i]}")
+    order = np.lexsort((
+        extra_zeros, np.frombuffer(bytes(links), np.uint8), np.frombuffer(partitions, np.int64),
+        np.fromiter((rank[t] for t in topics), np.int64, len(topics)),
+    ))  # fmt: skip
+    kept = np.ones(len(topics), bool)
+    kept[[i for i, _ in aliases]] = False
+    order = order[kept[order]]
+    twice = [
+        k
+        for k in range(1, len(order))
+        if extra_zeros[order[k]] and scanned.tp(int(order[k])) == scanned.tp(int(order[k - 1]))
+    ]
+    for k in twice:
+        i = int(order[k])
+        reason = (f"{scanned.path(i)}: a second directory of partition {scanned.tp(i)}: skipped (Kafka refuses "
+                  "to load two directories of one partition)")  # fmt: skip
+        skipped.append(SkippedDir(scanned.tp(i), scanned.path(i), reason))
+    order = np.delete(order, twice)
     skipped.sort(key=lambda s: s.tp)
-    return PartitionDirs(found, identities, skipped)
+    at = order.tolist()
+    return PartitionDirs(
+        root, [topics[i] for i in at], _taken(partitions, order), _taken(devices, order), _taken(inodes, order),
+        {k: odd[i] for k, i in enumerate(at) if i in odd}, skipped,
+    )  # fmt: skip
+
+
+def _taken(column: array, order: np.ndarray) -> array:
+    """``column``'s values in ``order`` (an array of the same type)."""
+    out = array(column.typecode)
+    out.frombytes(np.frombuffer(column, np.dtype(column.typecode))[order].tobytes())
+    return out
+
+
+def _aliases(scanned: PartitionDirs, links: bytearray) -> list[tuple[int, SkippedDir]]:
+    """The entries that are a second name of a directory listed under another (sharing its device and
+    inode), each with its skip: of each directory, the name that is not a symlink is kept, else the first
+    by name."""
+    if len(scanned) < 2:
+        return []
+    devices, inodes = np.frombuffer(scanned.devices, np.uint64), np.frombuffer(scanned.inodes, np.uint64)
+    order = np.lexsort((inodes, devices))
+    same = (devices[order][1:] == devices[order][:-1]) & (inodes[order][1:] == inodes[order][:-1])
+    if not same.any():
+        return []
+    groups: dict[tuple[int, int], list[int]] = {}
+    for k in np.nonzero(same)[0]:
+        for i in (int(order[k]), int(order[k + 1])):
+            group = groups.setdefault((scanned.devices[i], scanned.inodes[i]), [])
+            if i not in group:
+                group.append(i)
+    out = []
+    for group in groups.values():
+        first, *others = sorted(group, key=lambda i: (links[i], scanned.name(i)))
+        for i in others:
+            path = scanned.path(i)
+            how = f"a symlink to {storage.readlink(path)}" if links[i] else "a second name (a bind mount)"
+            kept = scanned.name(first)
+            reason = f"{path}: {how}, the same directory as {kept}: an alias, skipped (worked on as {kept})"
+            out.append((i, SkippedDir(scanned.tp(i), path, reason)))
+    return sorted(out, key=lambda item: (links[item[0]], scanned.name(item[0])))
 
 
 def list_partition_dirs(log_dir: str | os.PathLike[str]) -> list[tuple[TopicPartition, Path]]:

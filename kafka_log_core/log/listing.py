@@ -17,16 +17,20 @@ One listing, two callers that read a path differently, each as its users expect:
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from kafka_log_core import storage
 from kafka_log_core.errors import KafkaLogError, ReadOnlyLogDirError, UsageError, describe_os_error
 from kafka_log_core.format.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from kafka_log_core.format.filenames import (
+    PartitionDirs,
     TopicPartition,
     list_partition_dirs,
     parse_partition_dir,
@@ -34,7 +38,7 @@ from kafka_log_core.format.filenames import (
     scan_partition_dirs,
 )
 from kafka_log_core.log import locks
-from kafka_log_core.log.log_dir import LogDirState, PartitionCheckpoints
+from kafka_log_core.log.log_dir import PartitionCheckpoints, checkpoint_columns
 from kafka_log_core.status import Status
 
 
@@ -79,12 +83,51 @@ class Unlisted:
     status: Status = Status.FAILED
 
 
+class TaskTable(Sequence[PartitionTask]):
+    """The listing's tasks kept as columns, each :class:`PartitionTask` made when it is read (a bin's
+    payload, a progress line): a broker's 50,000 partitions cost the driver tens of bytes each, not the
+    hundreds of an object each with its checkpoint entries."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []  # the first task of each log dir's block
+        self._blocks: list[tuple[str, bool, list[str], np.ndarray, np.ndarray, np.ndarray]] = []
+        self._count = 0
+
+    def add(self, log_dir: str, clean_shutdown: bool, topics: list[str], partitions: np.ndarray,
+            offsets: np.ndarray, present: np.ndarray) -> None:  # fmt: skip
+        """A log dir's tasks: ``topics[i]``, ``partitions[i]`` and their checkpoint entries
+        (:func:`~kafka_log_core.log.log_dir.checkpoint_columns`)."""
+        if not topics:
+            return
+        self._starts.append(self._count)
+        self._blocks.append((log_dir, clean_shutdown, topics, partitions, offsets, present))
+        self._count += len(topics)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError(f"task {i} of {self._count}")
+        b = bisect.bisect_right(self._starts, i) - 1
+        log_dir, clean_shutdown, topics, partitions, offsets, present = self._blocks[b]
+        j = i - self._starts[b]
+        entries = [v if p else None for v, p in zip(offsets[j].tolist(), present[j].tolist(), strict=True)]
+        return PartitionTask(
+            log_dir, topics[j], int(partitions[j]), PartitionCheckpoints(*entries, clean_shutdown)
+        )
+
+
 @dataclass(frozen=True)
 class Listing:
     """A job's partitions: the tasks, what could not be listed or written, what is not worked on (and
     why), and notes for the user."""
 
-    tasks: list[PartitionTask]
+    tasks: Sequence[PartitionTask]
     failed: list[Unlisted]
     notes: list[str]
     skipped: list[Unlisted] = field(default_factory=list)
@@ -96,7 +139,7 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
     A :class:`UsageError` when nothing is selected, saying why; a :class:`ReadOnlyLogDirError` when a job
     that writes can do nothing because no log dir can be written. The tasks' log dirs are absolute: an
     executor resolves a relative path against its own working directory."""
-    tasks: list[PartitionTask] = []
+    tasks = TaskTable()
     failed: list[Unlisted] = []
     notes: list[str] = []
     empty: list[str] = []  # why a log dir holds no partition directory
@@ -104,14 +147,15 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
     refused: list[str] = []  # log dirs a writing job cannot write
     skipped: list[Unlisted] = []  # aliases and names Kafka would not create
     seen_dirs: dict[tuple[int, int], str] = {}  # log dirs by identity: one given twice is listed once
-    seen: dict[tuple[int, int], Path] = {}  # partition directories by identity, over every log dir
-    # Each topic name and each partition's set of checkpoint entries kept once over a broker's 50,000 tasks
-    # (the driver holds them all; partitions nobody wrote to have the same entries).
-    names: dict[str, str] = {}
-    same: dict[PartitionCheckpoints, PartitionCheckpoints] = {}
+    scans: list[PartitionDirs] = []  # the partition directories of the log dirs so far: aliases across them
+    wanted_topics: dict[str, bool] = {}
 
     def wanted(topic: str) -> bool:
-        return pattern is None or bool(pattern.fullmatch(topic))
+        if pattern is None:
+            return True
+        if topic not in wanted_topics:
+            wanted_topics[topic] = bool(pattern.fullmatch(topic))
+        return wanted_topics[topic]
 
     for log_dir in log_dirs:
         d = Path(log_dir)
@@ -128,22 +172,25 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
         except OSError as err:
             failed.append(Unlisted(log_dir, f"cannot list {log_dir}: {describe_os_error(err)}"))
             continue
-        partitions = []
-        for tp, path in scanned.found:
-            first = seen.setdefault(scanned.identities[tp], path)
-            if first == path:
-                partitions.append(tp)
-            elif wanted(tp.topic):
-                reason = f"{path}: the same directory as {first}: an alias, skipped (worked on as {first})"
-                skipped.append(Unlisted(log_dir, reason, tp.topic, tp.partition, Status.SKIPPED))
+        listed = np.ones(len(scanned), bool)  # not an alias of a directory of an earlier log dir
+        for i, first in _listed_before(scanned, scans):
+            listed[i] = False
+            if wanted(scanned.topics[i]):
+                reason = f"{scanned.path(i)}: the same directory as {first}: an alias, skipped (worked on as {first})"
+                skipped.append(
+                    Unlisted(log_dir, reason, scanned.topics[i], scanned.partitions[i], Status.SKIPPED)
+                )
+        scans.append(scanned)
         skipped += [Unlisted(log_dir, s.reason, s.tp.topic, s.tp.partition, Status.SKIPPED)
                     for s in scanned.skipped if wanted(s.tp.topic)]  # fmt: skip
-        if not partitions:
+        if not listed.any():
             empty.append(no_partitions_hint(d))
             continue
-        selected = [tp for tp in partitions if wanted(tp.topic)]
-        if not selected:
-            missed.append(no_topic_hint(pattern, d, [tp.topic for tp in partitions]))
+        chosen = [i for i in np.nonzero(listed)[0].tolist() if wanted(scanned.topics[i])]
+        if not chosen:
+            missed.append(
+                no_topic_hint(pattern, d, [scanned.topics[i] for i in np.nonzero(listed)[0].tolist()])
+            )
             continue
         problem = locks.not_writable(d) if writing else None
         if problem:
@@ -153,28 +200,53 @@ def list_log_dirs(log_dirs: Sequence[str], pattern: re.Pattern | None, *, writin
         held = locks.broker_holds(d)
         if held and writing:
             msg = f"{d / '.lock'} is held by a running Kafka broker: stop it before running a job that writes"
-            failed += [Unlisted(log_dir, msg, tp.topic, tp.partition) for tp in selected]
+            failed += [Unlisted(log_dir, msg, scanned.topics[i], scanned.partitions[i]) for i in chosen]
             continue
         if held:
             notes.append(f"{log_dir}: a running broker holds this log dir; figures may change under us")
+        topics = [scanned.topics[i] for i in chosen]
+        partitions = np.frombuffer(scanned.partitions, np.int64)[chosen]
         try:
-            state = LogDirState.read(d)
+            offsets, present, clean_shutdown = checkpoint_columns(os.fspath(d), topics, partitions)
         except KafkaLogError as err:
             msg = f"log-dir file unreadable (the broker would take this log dir offline): {err}"
-            failed += [Unlisted(log_dir, msg, tp.topic, tp.partition) for tp in selected]
+            failed += [Unlisted(log_dir, msg, scanned.topics[i], scanned.partitions[i]) for i in chosen]
             continue
-        absolute = os.path.abspath(log_dir)
-        tasks += [
-            PartitionTask(absolute, names.setdefault(tp.topic, tp.topic), tp.partition,
-                          same.setdefault(c := state.for_partition(tp), c))
-            for tp in selected
-        ]  # fmt: skip
+        tasks.add(os.path.abspath(log_dir), clean_shutdown, topics, partitions, offsets, present)
     if not tasks and not failed and not skipped:
         raise UsageError("\n".join(empty + missed))
     if not tasks and len(refused) == len(failed):
         raise ReadOnlyLogDirError("\n".join(refused))
     # Among log dirs that have work: one without partitions is said; one without the topic is usual (JBOD).
     return Listing(tasks, failed, notes + empty, skipped)
+
+
+def _listed_before(scanned: PartitionDirs, scans: Sequence[PartitionDirs]) -> list[tuple[int, Path]]:
+    """The entries of ``scanned`` that are a directory an earlier log dir's scan listed (a symlink or bind
+    mount across log dirs), each with that first path."""
+    if not scans or not len(scanned):
+        return []
+    mine = _identities(scanned)
+    earlier = np.concatenate([_identities(s) for s in scans])
+    out = []
+    for i in np.nonzero(np.isin(mine, earlier))[0].tolist():
+        for before in scans:
+            at = np.nonzero(_identities(before) == mine[i])[0]
+            if len(at):
+                out.append((i, before.path(int(at[0]))))
+                break
+    return out
+
+
+_IDENTITY = np.dtype([("device", np.uint64), ("inode", np.uint64)])
+
+
+def _identities(scanned: PartitionDirs) -> np.ndarray:
+    """Each entry's (device, inode) as one value."""
+    out = np.empty(len(scanned), _IDENTITY)
+    out["device"] = np.frombuffer(scanned.devices, np.uint64)
+    out["inode"] = np.frombuffer(scanned.inodes, np.uint64)
+    return out
 
 
 _SHOWN = 20  # topic names listed in a hint

@@ -6,8 +6,9 @@
     recovery-point-offset-checkpoint, log-start-offset-checkpoint,
     replication-offset-checkpoint (high watermarks), cleaner-offset-checkpoint
 
-:class:`LogDirState` reads them once per log dir (the driver ships each partition its entries; a job that
-writes reads its partition's entries again under the partition's lock, :func:`read_partition_checkpoints`);
+:class:`LogDirState` reads them once per log dir; the driver's listing reads each partition's entries as
+columns (:func:`checkpoint_columns`) and ships each partition its own (a job that writes reads its
+partition's entries again under the partition's lock, :func:`read_partition_checkpoints`);
 :func:`write_log_dir_checkpoints` makes a directory look like a cleanly stopped broker's (tests, sample,
 benchmark).
 """
@@ -18,9 +19,12 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from array import array
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from kafka_log_core import fsutil, storage
 from kafka_log_core.errors import UsageError
@@ -86,6 +90,57 @@ class LogDirState:
             cleaner_offset=self.cleaner_offsets.get(tp),
             clean_shutdown=self.clean_shutdown,
         )
+
+
+#: The offset checkpoints in the order of :func:`checkpoint_columns`' columns (PartitionCheckpoints' fields).
+OFFSET_CHECKPOINTS = (
+    RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT,
+)  # fmt: skip
+
+
+def checkpoint_columns(
+    log_dir: str, topics: Sequence[str], partitions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The entries of the partitions (``topics[i]``, ``partitions[i]``) in the log dir's four offset
+    checkpoints (:data:`OFFSET_CHECKPOINTS`), as :meth:`LogDirState.read` reads them (the same errors),
+    without a dict per file: the offsets (an int64 array, a column per file), where each partition has
+    an entry (a bool array alike), and the clean-shutdown marker. A broker's 50,000 partitions cost tens
+    of bytes each here."""
+    if storage.exists(os.path.join(log_dir, checkpoints.META_PROPERTIES)):
+        checkpoints.read_meta_properties(os.path.join(log_dir, checkpoints.META_PROPERTIES))
+    codes: dict[str, int] = {}
+    wanted = _entry_keys(np.fromiter((codes.setdefault(t, len(codes)) for t in topics), np.int64, len(topics)),
+                         np.asarray(partitions, np.int64))  # fmt: skip
+    offsets = np.zeros((len(topics), len(OFFSET_CHECKPOINTS)), np.int64)
+    present = np.zeros((len(topics), len(OFFSET_CHECKPOINTS)), bool)
+    for column, name in enumerate(OFFSET_CHECKPOINTS):
+        path = os.path.join(log_dir, name)
+        if not storage.exists(path):
+            continue
+        keys, values = array("q"), array("q")
+        for topic, partition, offset in checkpoints.iter_offset_checkpoint(storage.read_regular(path), path):
+            code = codes.get(topic)
+            if code is not None:  # a topic not listed has no directory to read this entry
+                keys.append(code << 32 | (partition + 2**31))  # as _entry_keys
+                values.append(offset)
+        order = np.argsort(np.frombuffer(keys, np.int64), kind="stable")
+        sorted_keys = np.frombuffer(keys, np.int64)[order]
+        at = (
+            np.searchsorted(sorted_keys, wanted, side="right") - 1
+        )  # a partition listed twice: its last entry
+        hit = (
+            (at >= 0) & (sorted_keys[np.maximum(at, 0)] == wanted)
+            if len(keys)
+            else np.zeros(len(wanted), bool)
+        )
+        offsets[hit, column] = np.frombuffer(values, np.int64)[order][at[hit]]
+        present[:, column] = hit
+    return offsets, present, storage.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
+
+
+def _entry_keys(codes: np.ndarray, partitions: np.ndarray) -> np.ndarray:
+    """One int64 per (topic code, partition): a Java int partition shifted to be non-negative."""
+    return codes << 32 | (partitions + 2**31)
 
 
 def read_partition_checkpoints(log_dir: str | os.PathLike[str], tp: TopicPartition) -> PartitionCheckpoints:

@@ -14,6 +14,7 @@ from kafka_log_core.format.checkpoints import (
     MetaProperties,
     PartitionMetadata,
     assign,
+    iter_offset_checkpoint,
     parse_leader_epoch_checkpoint,
     parse_meta_properties,
     parse_offset_checkpoint,
@@ -52,81 +53,117 @@ def test_write_produces_e10_and_leaves_no_temp_file(tmp_path):
     assert read_offset_checkpoint(path) == parse_offset_checkpoint(E10)
 
 
-@pytest.mark.parametrize(
-    ("data", "expected"),
-    [
-        (b"", {}),
-        (b"0\n", {}),
-        (b"0", {}),
-        (b"0\n0\n", {}),
-        (b"0\r\n1\r\nt 1 5\r\n", {TopicPartition("t", 1): 5}),
-        (b"0\n1\nt\t 1   5 \t\n", {TopicPartition("t", 1): 5}),
-        (b"0\n1\nt 1 5", {TopicPartition("t", 1): 5}),
-        (b"+0\n+1\nt +1 -5\n", {TopicPartition("t", 1): -5}),
-        (b"0\n2\nt 1 5\nt 1 7\n", {TopicPartition("t", 1): 7}),
-        (b"0\n1\nweird:topic 0 9223372036854775807\n", {TopicPartition("weird:topic", 0): 2**63 - 1}),
-    ],
-    ids=[
-        "empty",
-        "version-only",
-        "version-no-newline",
-        "zero-entries",
-        "crlf",
-        "runs-of-blanks",
-        "no-final-newline",
-        "signs",
-        "duplicate-keeps-last",
-        "max-long",
-    ],
-)
+ACCEPTED_CASES = [
+    (b"", {}),
+    (b"0\n", {}),
+    (b"0", {}),
+    (b"0\n0\n", {}),
+    (b"0\r\n1\r\nt 1 5\r\n", {TopicPartition("t", 1): 5}),
+    (b"0\n1\nt\t 1   5 \t\n", {TopicPartition("t", 1): 5}),
+    (b"0\n1\nt 1 5", {TopicPartition("t", 1): 5}),
+    (b"+0\n+1\nt +1 -5\n", {TopicPartition("t", 1): -5}),
+    (b"0\n2\nt 1 5\nt 1 7\n", {TopicPartition("t", 1): 7}),
+    (b"0\n1\nweird:topic 0 9223372036854775807\n", {TopicPartition("weird:topic", 0): 2**63 - 1}),
+]
+ACCEPTED_IDS = [
+    "empty",
+    "version-only",
+    "version-no-newline",
+    "zero-entries",
+    "crlf",
+    "runs-of-blanks",
+    "no-final-newline",
+    "signs",
+    "duplicate-keeps-last",
+    "max-long",
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), ACCEPTED_CASES, ids=ACCEPTED_IDS)
 def test_offset_checkpoint_grammar_accepts(data, expected):
     assert parse_offset_checkpoint(data) == expected
 
 
-@pytest.mark.parametrize(
-    ("data", "match"),
-    [
-        (b"1\n0\n", "line 1: expected version 0, found version 1"),
-        (b" 0\n0\n", "line 1: expected the version number, found ' 0'"),
-        (b"zero\n", "line 1: expected the version number"),
-        (b"0\nx\n", "line 2: expected the entry count, found 'x'"),
-        (b"0\n-1\n", "line 2: expected the entry count, found '-1'"),
-        (b"0\n2\nt 0 1\n", "expected 2 .* lines after the count line, found 1"),
-        (b"0\n1\nt 0 1\nt 1 1\n", "expected 1 .* lines after the count line, found 2"),
-        (b"0\n1\nt 0\n", "line 3: expected '<topic> <partition:int32> <offset:int64>', found 't 0'"),
-        (b"0\n1\nt 0 1 2\n", "line 3: expected .*found 't 0 1 2'"),
-        (b"0\n1\n t 0 1\n", "line 3: expected .*found ' t 0 1'"),
-        (b"0\n1\n\n", "line 3: expected"),
-        (b"0\n1\nt x 1\n", "line 3: expected"),
-        (b"0\n1\nt 2147483648 1\n", "line 3: expected"),
-        (b"0\n1\nt 0 1_000\n", "line 3: expected"),
-        (b"0\n1\nt 0 9223372036854775808\n", "line 3: expected"),
-        (b"0\n1\nt\xff 0 1\n", "line 3: expected UTF-8 text, found byte 0xff"),
-    ],
-    ids=[
-        "version-1",
-        "version-blank",
-        "version-text",
-        "count-text",
-        "count-negative",
-        "too-few",
-        "too-many",
-        "two-fields",
-        "four-fields",
-        "leading-blank",
-        "empty-line",
-        "partition-text",
-        "partition-overflow",
-        "underscore",
-        "offset-overflow",
-        "not-utf8",
-    ],
-)
+REFUSED_CASES = [
+    (b"1\n0\n", "line 1: expected version 0, found version 1"),
+    (b" 0\n0\n", "line 1: expected the version number, found ' 0'"),
+    (b"zero\n", "line 1: expected the version number"),
+    (b"0\nx\n", "line 2: expected the entry count, found 'x'"),
+    (b"0\n-1\n", "line 2: expected the entry count, found '-1'"),
+    (b"0\n2\nt 0 1\n", "expected 2 .* lines after the count line, found 1"),
+    (b"0\n1\nt 0 1\nt 1 1\n", "expected 1 .* lines after the count line, found 2"),
+    (b"0\n1\nt 0\n", "line 3: expected '<topic> <partition:int32> <offset:int64>', found 't 0'"),
+    (b"0\n1\nt 0 1 2\n", "line 3: expected .*found 't 0 1 2'"),
+    (b"0\n1\n t 0 1\n", "line 3: expected .*found ' t 0 1'"),
+    (b"0\n1\n\n", "line 3: expected"),
+    (b"0\n1\nt x 1\n", "line 3: expected"),
+    (b"0\n1\nt 2147483648 1\n", "line 3: expected"),
+    (b"0\n1\nt 0 1_000\n", "line 3: expected"),
+    (b"0\n1\nt 0 9223372036854775808\n", "line 3: expected"),
+    (b"0\n1\nt\xff 0 1\n", "line 3: expected UTF-8 text, found byte 0xff"),
+]
+REFUSED_IDS = [
+    "version-1",
+    "version-blank",
+    "version-text",
+    "count-text",
+    "count-negative",
+    "too-few",
+    "too-many",
+    "two-fields",
+    "four-fields",
+    "leading-blank",
+    "empty-line",
+    "partition-text",
+    "partition-overflow",
+    "underscore",
+    "offset-overflow",
+    "not-utf8",
+]
+
+
+@pytest.mark.parametrize(("data", "match"), REFUSED_CASES, ids=REFUSED_IDS)
 def test_offset_checkpoint_grammar_rejects(tmp_path, data, match):
     path = tmp_path / "recovery-point-offset-checkpoint"
     path.write_bytes(data)
     with pytest.raises(CorruptCheckpointError, match=re.escape(f"{path} at position ") + r"\d+: " + match):
         read_offset_checkpoint(path)
+
+
+def _last_of_each(entries) -> dict[TopicPartition, int]:
+    return {TopicPartition(topic, partition): offset for topic, partition, offset in entries}
+
+
+@pytest.mark.parametrize("data", [data for data, _ in ACCEPTED_CASES], ids=ACCEPTED_IDS)
+def test_iterating_a_checkpoint_gives_the_entries_the_parser_reads(data):
+    assert _last_of_each(iter_offset_checkpoint(data)) == parse_offset_checkpoint(data)
+
+
+@pytest.mark.parametrize(("data", "match"), REFUSED_CASES, ids=REFUSED_IDS)
+def test_iterating_a_checkpoint_refuses_it_as_the_parser_does(tmp_path, data, match):
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    with pytest.raises(CorruptCheckpointError, match=re.escape(f"{path} at position ") + r"\d+: " + match):
+        list(iter_offset_checkpoint(data, path))
+
+
+def test_a_broker_written_checkpoint_is_iterated_in_file_order_with_both_entries_of_a_partition():
+    data = b"0\n4\norders 3 88\n__consumer_offsets 0 -1\norders 0 1532\norders 3 90\n"
+    assert list(iter_offset_checkpoint(data)) == [
+        ("orders", 3, 88), ("__consumer_offsets", 0, -1), ("orders", 0, 1532), ("orders", 3, 90),
+    ]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from([b"0", b"1", b"2", b"t", b"a.b-c_d", b" ", b"\t", b"\n", b"\r", b"-", b"+",
+                                 b"9223372036854775807", b"2147483648", b"00", b"\xff"]), max_size=30))  # fmt: skip
+def test_any_bytes_iterate_as_they_parse(pieces):
+    data = b"0\n" + b"".join(pieces)
+    try:
+        expected = parse_offset_checkpoint(data)
+    except CorruptCheckpointError as err:
+        with pytest.raises(CorruptCheckpointError, match=re.escape(str(err))):
+            list(iter_offset_checkpoint(data))
+        return
+    assert _last_of_each(iter_offset_checkpoint(data)) == expected
 
 
 def test_error_position_is_the_start_of_the_bad_line(tmp_path):

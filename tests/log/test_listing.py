@@ -11,6 +11,7 @@ import re
 import pytest
 
 from kafka_log_core.log.listing import list_log_dirs
+from kafka_log_core.log.log_dir import PartitionCheckpoints
 from tests.hostile import another_process_holding, bind_mount, kafka_python_batch
 
 
@@ -116,3 +117,45 @@ def test_a_log_dir_whose_meta_properties_the_broker_cannot_read_fails_its_partit
     (row,) = listing.failed
     assert row.partition == 0 and "the broker would take this log dir offline" in row.reason
     assert "meta.properties: version: expected 0 or 1, found '99'" in row.reason
+
+
+def test_each_task_carries_its_entries_of_the_four_checkpoint_files(tmp_path):
+    logs = _log_dir(tmp_path / "logs", "orders-0", "orders-1", "orders-10", "payments-0")
+    (logs / "recovery-point-offset-checkpoint").write_bytes(
+        b"0\n5\norders 10 7\ngone 0 3\norders 0 5\norders 10 9\npayments 0 -1\n"  # orders-10 twice: the last
+    )
+    (logs / "log-start-offset-checkpoint").write_bytes(b"0\n1\norders 1 2\n")
+    (logs / "replication-offset-checkpoint").write_bytes(b"0\r\n1\r\npayments +0 9223372036854775807\r\n")
+    (logs / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":7}')
+    listing = list_log_dirs([str(logs)], None, writing=False)
+    assert [(t.topic, t.partition, t.checkpoints) for t in listing.tasks] == [
+        ("orders", 0, PartitionCheckpoints(recovery_point=5, clean_shutdown=True)),
+        ("orders", 1, PartitionCheckpoints(log_start_offset=2, clean_shutdown=True)),
+        ("orders", 10, PartitionCheckpoints(recovery_point=9, clean_shutdown=True)),
+        (
+            "payments",
+            0,
+            PartitionCheckpoints(recovery_point=-1, high_watermark=2**63 - 1, clean_shutdown=True),
+        ),
+    ]
+    assert listing.tasks[-1] == listing.tasks[3] and listing.tasks[1:3] == list(listing.tasks)[1:3]
+    assert all(t.log_dir == str(logs) for t in listing.tasks)
+
+
+def test_a_corrupt_checkpoint_file_fails_its_log_dir_naming_the_line(tmp_path):
+    logs = _log_dir(tmp_path / "logs", "orders-0")
+    (logs / "cleaner-offset-checkpoint").write_bytes(b"0\n2\norders 0 5\n")
+    listing = list_log_dirs([str(logs)], None, writing=False)
+    (row,) = listing.failed
+    assert not listing.tasks and (row.topic, row.partition) == ("orders", 0)
+    assert f"{logs / 'cleaner-offset-checkpoint'} at position" in row.reason
+    assert "expected 2 '<topic> <partition> <offset>' lines after the count line, found 1" in row.reason
+
+
+def test_a_second_directory_of_one_partition_is_skipped_and_the_one_kafka_names_worked_on(tmp_path):
+    logs = _log_dir(tmp_path / "logs", "orders-007", "orders-7", "orders-08")
+    listing = list_log_dirs([str(logs)], None, writing=False)
+    assert _listed(listing) == [("logs", "orders", 7), ("logs", "orders", 8)]
+    (row,) = listing.skipped
+    assert (row.topic, row.partition, row.status) == ("orders", 7, "skipped")
+    assert row.reason.startswith(f"{logs / 'orders-007'}: a second directory of partition orders-7: skipped")
