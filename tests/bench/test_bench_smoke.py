@@ -81,6 +81,9 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
             shape["ours"]["kept"]["records"]
             == row["records_after"] + shape["records"] - shape["cleanable_records"]
         )
+        # each measured run followed an untimed clean of a copy of the same shape in its process
+        assert len(shape["ours_runs"]) == report["sections"]["sweep"]["repeat"] == 1
+        assert all(run["first_clean_cpu_seconds"] > 0 for run in shape["ours_runs"])
     assert report["ratios"]["dedupe_1gib_vs_default_cpu"] > 0
     assert report["sections"]["compaction"]["same_records_with_1gib_buffer"] is True
     targets = {t["name"]: t for t in report["targets"]}
