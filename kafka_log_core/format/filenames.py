@@ -289,6 +289,18 @@ def scan_partition_dirs(log_dir: str | os.PathLike[str]) -> PartitionDirs:
                   "to load two directories of one partition)")  # fmt: skip
         skipped.append(SkippedDir(scanned.tp(i), scanned.path(i), reason))
     order = np.delete(order, twice)
+    # A directory named otherwise than the broker names its partition (``orders-08``, ``orders-+8``), with no
+    # twin named as it should be: the broker would read it as that partition, but every step here finds a
+    # partition's files at ``<log dir>/<topic>-<partition>``. Skipped, saying how to work on it, rather
+    # than worked on under a name that is not there.
+    renamed = [k for k in range(len(order)) if int(order[k]) in odd]
+    for k in renamed:
+        i = int(order[k])
+        tp = scanned.tp(i)
+        reason = (f"{scanned.path(i)}: the directory of partition {tp}, not named as the broker names it "
+                  f"({tp.dir_name}): skipped (rename it to {tp.dir_name} to work on it)")  # fmt: skip
+        skipped.append(SkippedDir(tp, scanned.path(i), reason))
+    order = np.delete(order, renamed)
     skipped.sort(key=lambda s: s.tp)
     at = order.tolist()
     return PartitionDirs(

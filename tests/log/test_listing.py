@@ -155,7 +155,24 @@ def test_a_corrupt_checkpoint_file_fails_its_log_dir_naming_the_line(tmp_path):
 def test_a_second_directory_of_one_partition_is_skipped_and_the_one_kafka_names_worked_on(tmp_path):
     logs = _log_dir(tmp_path / "logs", "orders-007", "orders-7", "orders-08")
     listing = list_log_dirs([str(logs)], None, writing=False)
-    assert _listed(listing) == [("logs", "orders", 7), ("logs", "orders", 8)]
+    assert _listed(listing) == [("logs", "orders", 7)]
+    twin, lone = listing.skipped
+    assert (twin.topic, twin.partition, twin.status) == ("orders", 7, "skipped")
+    assert twin.reason.startswith(f"{logs / 'orders-007'}: a second directory of partition orders-7: skipped")
+    assert (lone.topic, lone.partition, lone.status) == ("orders", 8, "skipped")
+
+
+def test_a_lone_directory_named_with_leading_zeros_is_skipped_saying_how_to_work_on_it(tmp_path):
+    # The broker reads "orders-08" as partition 8 (Integer.parseInt), but every file of partition 8 is
+    # looked for under "orders-8": the directory is skipped with the rename that would make it work,
+    # never worked on as a directory that does not exist.
+    logs = _log_dir(tmp_path / "logs", "orders-08", "orders-1")
+    listing = list_log_dirs([str(logs)], None, writing=True)
+    assert _listed(listing) == [("logs", "orders", 1)]
     (row,) = listing.skipped
-    assert (row.topic, row.partition, row.status) == ("orders", 7, "skipped")
-    assert row.reason.startswith(f"{logs / 'orders-007'}: a second directory of partition orders-7: skipped")
+    assert (row.topic, row.partition, row.status) == ("orders", 8, "skipped")
+    assert row.reason == (
+        f"{logs / 'orders-08'}: the directory of partition orders-8, not named as the broker "
+        "names it (orders-8): skipped (rename it to orders-8 to work on it)"
+    )
+    assert sorted(p.name for p in logs.iterdir()) == [".lock", "orders-08", "orders-1"]
