@@ -49,7 +49,7 @@ def _key(value: Any) -> Any:
 class Column:
     """One column's values, in the order the rows were kept."""
 
-    __slots__ = ("_values", "_where", "_codes", "_numbers", "_nulls", "_objects", "_count")
+    __slots__ = ("_values", "_where", "_codes", "_numbers", "_nulls", "_objects", "_count", "_not_numbers")
 
     def __init__(self) -> None:
         self._values: list | None = []  # the dictionary form: each distinct value once
@@ -59,6 +59,9 @@ class Column:
         self._nulls = bytearray()  # ... and 1 where the value is None
         self._objects: list | None = None  # the objects form
         self._count = 0
+        self._not_numbers = (
+            False  # the dictionary holds a value the numbers form cannot: it is never asked again
+        )
 
     def __len__(self) -> int:
         return self._count
@@ -89,11 +92,18 @@ class Column:
             self._leave_dictionary(values, None)
             return False
         if code is None:
-            if len(values) >= DICTIONARY_LIMIT and len(values) * NUMBERS_SHARE >= self._count:
+            if (
+                not self._not_numbers
+                and len(values) >= DICTIONARY_LIMIT
+                and len(values) * NUMBERS_SHARE >= self._count
+            ):
                 typecode = _numbers_type(values)
                 if typecode is not None:
                     self._leave_dictionary(values, typecode)
                     return False
+                # Asked once: a dictionary of strings (a reason naming each partition's offsets) would
+                # otherwise be walked whole at every new value, quadratic in its distinct values.
+                self._not_numbers = True
             code = self._where[key] = len(values)
             values.append(value)
             if (

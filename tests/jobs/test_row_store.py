@@ -132,3 +132,21 @@ def test_a_column_a_row_lacks_is_none_and_a_change_replaces_a_value():
     assert dict(row) == {**dict.fromkeys(COLUMNS), "topic": "b", "partition": 3}
     with pytest.raises(IndexError):
         store.row(1)
+
+
+def test_a_column_of_distinct_strings_is_asked_once_whether_numbers_would_hold_it(monkeypatch):
+    # A reason naming each partition's offsets is a distinct string a row: asking at every new value
+    # whether the whole dictionary could be numbers made keeping 20,000 rows take seconds (quadratic).
+    from jobs import row_store
+
+    asked = []
+    real = row_store._numbers_type
+    monkeypatch.setattr(row_store, "_numbers_type", lambda values: asked.append(len(values)) or real(values))
+    store = RowStore(["reason", "offset"])
+    n = 4 * DICTIONARY_LIMIT
+    for i in range(n):
+        store.keep({"reason": f"orders-{i}: log start offset {i}", "offset": i})
+    assert [store.row(i)["reason"] for i in (0, n - 1)] == ["orders-0: log start offset 0",
+                                                            f"orders-{n - 1}: log start offset {n - 1}"]  # fmt: skip
+    assert [store.row(i)["offset"] for i in range(n)] == list(range(n))
+    assert asked == [DICTIONARY_LIMIT, DICTIONARY_LIMIT]  # once for each column: strings stay, ints leave
