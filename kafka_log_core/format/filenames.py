@@ -305,7 +305,7 @@ def scan_partition_dirs(log_dir: str | os.PathLike[str]) -> PartitionDirs:
     at = order.tolist()
     return PartitionDirs(
         root, [topics[i] for i in at], _taken(partitions, order), _taken(devices, order), _taken(inodes, order),
-        {k: odd[i] for k, i in enumerate(at) if i in odd}, skipped,
+        {}, skipped,  # every entry left is named <topic>-<partition>: the others are skipped above
     )  # fmt: skip
 
 
