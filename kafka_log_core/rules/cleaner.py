@@ -336,7 +336,7 @@ def clean_log(
     # legacyDeleteHorizonMs: mtime of the last clean segment minus delete.retention.ms
     clean_segments = [s for s in log.segments if s.base_offset < first_dirty]
     legacy_horizon = clean_segments[-1].mtime_ms - cfg.delete_retention_ms if clean_segments else 0
-    record_size_limit.check_round(log.segments_in(log.log_start_offset, upper), cfg, broker)
+    record_size_limit.check_round(log.segments_in(log.log_start_offset, upper), cfg, broker, max_batch_bytes)
     active = producer_array(producers.active(now_ms, broker.producer_id_expiration_ms))
     tracker = TransactionTracker(record_events=True)
     # Rule R2.2 (keep the batch ending there, as an empty batch if need be) differs between releases.
