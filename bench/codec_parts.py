@@ -14,12 +14,12 @@ environment without the library takes) records the exact bytes pass 2 hands the 
 batch's kept records); ``compressor`` is those compressed again by ``codec_kernels.compress_area`` alone
 (median of ``--repeat``), ``pass2_without_compressor`` is pass 2 minus it, ``crc32c`` is CRC32C over them.
 
-For zstd, ``kafka_like``: what Kafka's cleaner asks of the same libzstd for the same batches, through the
-``zstandard`` wheel (its Python loop included, so an upper bound): each batch decompressed by a fresh
-streaming decompressor in each of the two passes (``ZstdCompression.wrapForInput``: a new
-``ZstdInputStreamNoFinalizer`` per batch), each rebuilt batch compressed by a fresh streaming compressor at
-level 3, content size unknown, fed 16 KiB at a time (``wrapForOutput``: a ``BufferedOutputStream`` of 16 KiB
-over a new ``ZstdOutputStreamNoFinalizer``).
+For zstd, ``kafka_like``: what Kafka's cleaner asks of the same libzstd for the same batches, called in C the
+way zstd-jni calls it: each batch decompressed by a fresh streaming decompressor in each of the two passes
+(``ZstdCompression.wrapForInput``: a new ``ZstdInputStreamNoFinalizer`` per batch), each rebuilt batch
+compressed by a fresh streaming compressor at level 3, content size unknown, fed 16 KiB at a time
+(``wrapForOutput``: a ``BufferedOutputStream`` of 16 KiB over a new ``ZstdOutputStreamNoFinalizer``); beside
+it ``ours_decoder_alone``, the kernels' decoder over the same batches into a warm buffer.
 """
 
 from __future__ import annotations
@@ -178,28 +178,94 @@ def _zstd_areas(source: Path) -> list[bytes]:
     return areas
 
 
+# the libzstd calls Kafka's streams make (zstd-jni), as numba intrinsics like the kernels' own
+_create = native_codecs._caller(64, (64,))  # ZSTD_createCCtx(void)/createDCtx(void): the argument is ignored
+_free = native_codecs._caller(64, (64,))
+_set = native_codecs._caller(64, (64, 32, 32))  # ZSTD_CCtx_setParameter
+_stream = native_codecs._caller(64, (64, 64, 64, 32))  # ZSTD_compressStream2(cctx, out, in, end_op)
+_dstream = native_codecs._caller(64, (64, 64, 64))  # ZSTD_decompressStream(dctx, out, in)
+_CONTINUE, _END = 0, 2  # ZSTD_e_continue, ZSTD_e_end
+_F_CCTX, _F_FREE_C, _F_SET, _F_STREAM, _F_DCTX, _F_FREE_D, _F_DSTREAM = range(7)
+
+
+def _kafka_functions() -> np.ndarray:
+    lib = native_codecs._zstd_library()
+    if lib is None:
+        raise SystemExit("no libzstd (the zstandard wheel)")
+    names = ("ZSTD_createCCtx", "ZSTD_freeCCtx", "ZSTD_CCtx_setParameter", "ZSTD_compressStream2",
+             "ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_decompressStream")  # fmt: skip
+    return np.array([native_codecs._address(lib, name) for name in names], dtype=np.int64)
+
+
+@njit(cache=True)
+def _kafka_compress(fns, level, src, bounds, dst):
+    """Each batch through a fresh streaming compressor at ``level``, content size unknown, written 16 KiB at
+    a time, then ended: a new ``ZstdOutputStreamNoFinalizer`` under Kafka's ``BufferedOutputStream``."""
+    total = 0
+    inb = np.zeros(3, dtype=np.int64)  # ZSTD_inBuffer / ZSTD_outBuffer: pointer, size, pos
+    outb = np.zeros(3, dtype=np.int64)
+    for i in range(bounds.shape[0]):
+        cctx = _create(fns[_F_CCTX], (np.int64(0),))
+        _set(fns[_F_SET], (cctx, np.int64(native_codecs._ZSTD_C_LEVEL), np.int64(level)))
+        outb[0], outb[1], outb[2] = np.int64(dst.ctypes.data), dst.shape[0], 0
+        at = bounds[i, 0]
+        while at < bounds[i, 1]:
+            n = min(KAFKA_CHUNK, bounds[i, 1] - at)
+            inb[0], inb[1], inb[2] = np.int64(src.ctypes.data + at), n, 0
+            _stream(
+                fns[_F_STREAM],
+                (cctx, np.int64(outb.ctypes.data), np.int64(inb.ctypes.data), np.int64(_CONTINUE)),
+            )
+            at += n
+        inb[1] = inb[2] = 0
+        _stream(fns[_F_STREAM], (cctx, np.int64(outb.ctypes.data), np.int64(inb.ctypes.data), np.int64(_END)))
+        total += outb[2]
+        _free(fns[_F_FREE_C], (cctx,))
+    return total
+
+
+@njit(cache=True)
+def _kafka_decompress(fns, src, bounds, dst):
+    """Each batch through a fresh streaming decompressor, read 16 KiB at a time: a new
+    ``ZstdInputStreamNoFinalizer`` (Kafka's ``wrapForInput``), once per pass."""
+    total = 0
+    inb = np.zeros(3, dtype=np.int64)
+    outb = np.zeros(3, dtype=np.int64)
+    for i in range(bounds.shape[0]):
+        dctx = _create(fns[_F_DCTX], (np.int64(0),))
+        inb[0], inb[1], inb[2] = np.int64(src.ctypes.data + bounds[i, 0]), bounds[i, 1] - bounds[i, 0], 0
+        while True:
+            outb[0], outb[1], outb[2] = np.int64(dst.ctypes.data), KAFKA_CHUNK, 0
+            left = _dstream(fns[_F_DSTREAM], (dctx, np.int64(outb.ctypes.data), np.int64(inb.ctypes.data)))
+            total += outb[2]
+            if left == 0 or (outb[2] == 0 and inb[2] == inb[1]):
+                break
+        _free(fns[_F_FREE_D], (dctx,))
+    return total
+
+
 def _kafka_like(areas: list[bytes], rebuilt: list[bytes], repeat: int) -> dict[str, float]:
-    import zstandard
+    fns = _kafka_functions()
+    src, bounds = _packed(areas)
+    records, rebuilt_bounds = _packed(rebuilt)
+    dst = np.empty(2 * int(records.shape[0] // max(len(rebuilt), 1)) + (4 << 20), dtype=np.uint8)
+    decode = _median(repeat, lambda: _kafka_decompress(fns, src, bounds, dst))
+    compress = _median(
+        repeat, lambda: _kafka_compress(fns, compression.ZSTD_LEVEL, records, rebuilt_bounds, dst)
+    )
+    ours = _median(repeat, lambda: _decode_all(native_codecs.codecs(), src, bounds, dst))
+    return {"decode_both_passes": 2 * decode, "compressor": compress, "total": 2 * decode + compress,
+            "ours_decoder_alone": ours}  # fmt: skip
 
-    def decode_each() -> None:
-        for area in areas:
-            reader = zstandard.ZstdDecompressor().stream_reader(area, read_size=KAFKA_CHUNK)
-            while reader.read(KAFKA_CHUNK):
-                pass
 
-    def compress_each() -> None:
-        for data in rebuilt:
-            stream = zstandard.ZstdCompressor(
-                level=compression.ZSTD_LEVEL, write_content_size=False
-            ).compressobj()
-            view = memoryview(data)
-            for at in range(0, len(data), KAFKA_CHUNK):
-                stream.compress(view[at : at + KAFKA_CHUNK])
-            stream.flush()
-
-    decode = _median(repeat, decode_each)
-    compress = _median(repeat, compress_each)
-    return {"decode_both_passes": 2 * decode, "compressor": compress, "total": 2 * decode + compress}
+@njit(cache=True)
+def _decode_all(codecs, src, bounds, dst):
+    """Each batch decoded from its start of ``dst`` as the kernels decode it (``zstd_frames``)."""
+    total = 0
+    for i in range(bounds.shape[0]):
+        _, end = codec_kernels.zstd_frames(codecs, src, bounds[i, 0], bounds[i, 1], dst, 0, dst.shape[0])
+        total += end
+    return total
 
 
 def measure(source: Path, repeat: int) -> dict:
