@@ -49,7 +49,8 @@ main.add_command(export.command)
     show_default=True,
     help="-1 latest, -2 earliest, -3 max timestamp, or a timestamp in ms.",
 )
-def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) -> None:
+@options.max_batch_bytes_option
+def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str, max_batch_bytes: int) -> None:
     """Offsets per partition as kafka-get-offsets prints them (topic:partition:offset), from the indexes."""
     from kafka_log_core.log.listing import log_dir_partitions
     from kafka_log_core.log.partition_log import LogDirState, PartitionLog
@@ -76,7 +77,8 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str) 
             if pattern is not None and not pattern.fullmatch(tp.topic):
                 continue
             try:
-                found = offset_for_time(PartitionLog.open(log_dir, tp, state.for_partition(tp)), when)
+                log = PartitionLog.open(log_dir, tp, state.for_partition(tp))
+                found = offset_for_time(log, when, max_batch_bytes)
             except KafkaLogError as err:
                 click.echo(f"error: {err}", err=True)
                 failed += 1

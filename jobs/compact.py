@@ -62,7 +62,7 @@ def parse_rounds(ctx, param, value) -> int:
 
 
 @click.command("compact")
-@options.job_context(*options.JOB)
+@options.job_context(*options.JOB, options.READ)
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan, change nothing.")
 @click.option(
     "--rounds",
@@ -82,15 +82,12 @@ def parse_rounds(ctx, param, value) -> int:
     help="Clean a partition whose cleanable section exceeds BYTES in one round over "
     "every key, cut into parallel tasks (0: always).",
 )
-@options.max_batch_bytes_option
-def command(job: JobContext, dry_run: bool, rounds: int, split_above: int, max_batch_bytes: int) -> None:
+def command(job: JobContext, dry_run: bool, rounds: int, split_above: int) -> None:
     """Compact partitions whose cleanup.policy includes compact, as Kafka's log cleaner would."""
     spark_started = job.start_spark("compact")  # Spark's core, while the job lists and reads settings
     listing = job.listing(writing=not dry_run)  # mistakes said at once
     configs = job.configs()
-    opts = job.options(
-        dry_run=dry_run, rounds=rounds, split_above=split_above, max_batch_bytes=max_batch_bytes
-    )
+    opts = job.options(dry_run=dry_run, rounds=rounds, split_above=split_above)
     spark = spark_started()
     rows = run(spark, job.log_dirs, job.topic_regex, configs, opts, listing)
     job.output.emit(rows, SCHEMA, "compaction plan (dry run)" if dry_run else "compaction", dry_run=dry_run)

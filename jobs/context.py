@@ -19,6 +19,7 @@ import click
 from jobs.output import Output, tell
 from jobs.spark import SparkCore, spark_session, start_spark
 from kafka_log_core.errors import KafkaLogError, ReadOnlyLogDirError, UsageError
+from kafka_log_core.format import compression
 from kafka_log_core.log.listing import Listing, list_log_dirs
 from kafka_log_core.settings.config import ConfigSet
 from kafka_log_core.settings.log_dir_config import describe, resolve_log_dir_configs
@@ -104,6 +105,7 @@ class JobContext:
     output: Output = field(default_factory=Output)
     master: str | None = None
     verbose: bool = False
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES  # --max-decompressed-batch-bytes (the READ group)
 
     def listing(self, *, writing: bool) -> Listing:
         """The partitions to work on; a mistake is said here, before Spark starts."""
@@ -113,10 +115,10 @@ class JobContext:
         return load_configs(self.log_dirs, self.sources)
 
     def options(self, **kw) -> JobOptions:
-        """The tasks' options: this run's time and rules, and the job's own (``kw``)."""
+        """The tasks' options: this run's time, rules and decompression limit, and the job's own (``kw``)."""
         return job_options(
             self.now_ms, require_high_watermark=self.require_high_watermark, recover=self.recover,
-            recover_truncating=self.recover_truncating, **kw,
+            recover_truncating=self.recover_truncating, max_batch_bytes=self.max_batch_bytes, **kw,
         )  # fmt: skip
 
     def spark(self, app: str, conf: dict[str, str] | None = None):

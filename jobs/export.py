@@ -34,6 +34,7 @@ from jobs.context import JobContext
 from jobs.output import row_schema
 from jobs.tables import IcebergCatalog, Table
 from kafka_log_core.errors import KafkaLogError, UsageError
+from kafka_log_core.format import compression
 from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.listing import PartitionTask
 from kafka_log_core.work.outcome import Status
@@ -82,6 +83,7 @@ class ExportSettings:
     catalog: IcebergCatalog | None = None  # --format iceberg
     namespace: str = "kafka"
     table: str = "topics"  # the Iceberg table of a bytes export
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES  # --max-decompressed-batch-bytes
 
 
 def source_options(
@@ -93,6 +95,7 @@ def source_options(
         "level": settings.view,
         "kafka.isolation.level": settings.isolation_level,
         "includeHeaders": str(settings.include_headers).lower(),
+        compression.LIMIT_SOURCE_OPTION: str(settings.max_batch_bytes),
     }
     if topic_regex:  # as the other jobs' --topic: a full match, internal topics included
         options.update({"subscribePattern": topic_regex, "kafka.exclude.internal.topics": "false"})
@@ -308,6 +311,7 @@ def _key_values(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
      options.topic_option()],
     options.OUTPUT,
     options.SPARK,
+    options.READ,
 )  # fmt: skip
 @click.option(
     "--out",
@@ -408,7 +412,7 @@ def command(job: JobContext, out, view, fmt, schemas, schemas_topic, incremental
             raise click.UsageError(str(err)) from err
     settings = ExportSettings(
         out, view, fmt, isolation_level, include_headers, _key_values(more_options), schemas, schemas_topic,
-        incremental, catalog, namespace, table_name,
+        incremental, catalog, namespace, table_name, job.max_batch_bytes,
     )  # fmt: skip
     try:
         list_partitions(source_options(job.log_dirs, job.topic_regex, settings))

@@ -47,7 +47,10 @@ def topic_option() -> Callable:
     )
 
 
-# compact and dump: the most one batch's records may decompress to (``compression.MAX_BATCH_BYTES``)
+# The most one batch's records may decompress to (``compression.MAX_BATCH_BYTES``): every command that
+# decompresses a batch takes it -- compact, report and export (the READ group, into the job context),
+# dump and offsets (their own). retain does not: it reads batch headers, and the only records it decodes
+# are transaction markers, one small record in a control batch, which Kafka always writes uncompressed.
 max_batch_bytes_option = click.option(
     compression.LIMIT_OPTION,
     "max_batch_bytes",
@@ -155,12 +158,13 @@ SPARK = [
         help="Show Spark's own start-up lines and warnings (default: errors only).",
     ),
 ]
+READ = [max_batch_bytes_option]  # compact, report, export: the jobs that decompress batches
 JOB = [LOG_DIRS, CONFIG, RUN, OUTPUT, SPARK]  # compact, retain, report
 
 _SOURCES = ("conf_dir", "config_files", "topic_configs", "sets", "kafka_version", "assume_broker_defaults",
             "metadata_log_dirs")  # fmt: skip
 _SHARED = ("log_dirs", "topic_regex", *_SOURCES, "now_ms", "require_high_watermark", "no_recover",
-           "recover_truncating", "output", "report_path", "master", "verbose")  # fmt: skip
+           "recover_truncating", "output", "report_path", "master", "verbose", "max_batch_bytes")  # fmt: skip
 
 
 def context_of(values: dict) -> JobContext:
@@ -176,6 +180,7 @@ def context_of(values: dict) -> JobContext:
         output=Output(values.get("output"), values.get("report_path")),
         master=values.get("master"),
         verbose=values.get("verbose", False),
+        max_batch_bytes=values.get("max_batch_bytes", compression.MAX_BATCH_BYTES),
     )
 
 

@@ -184,7 +184,7 @@ def render(rows: list[dict], fmt: str, now_ms: int, title: str) -> str:
 
 
 @click.command("report")
-@options.job_context(*options.JOB)
+@options.job_context(*options.JOB, options.READ)
 @click.option(
     "--format",
     "fmt",

@@ -17,7 +17,9 @@ Spark's Kafka source options, where they make sense offline (same names, same va
     minPartitions            at least about this many Spark partitions (smaller splits)
 
 and ours: ``level`` (records | latest | batches | segments), ``end`` (high_watermark | log_end: what
-"latest" is), ``includeBatchColumns``, ``maxBytesPerSplit``, ``includeTombstones`` (latest: a key whose
+"latest" is), ``includeBatchColumns``, ``maxBytesPerSplit``, ``maxDecompressedBatchBytes`` (the most one
+batch's records may decompress to, default 64 MiB: the jobs' ``--max-decompressed-batch-bytes``; a larger
+batch fails the read of its partition), ``includeTombstones`` (latest: a key whose
 last record is a tombstone keeps that row, value null), ``schemas`` (none | log | a .json file | a registry
 URL: typed keys and values from the Schema Registry's schemas, :mod:`spark_udfs.decoded`) and
 ``schemasTopic`` (default ``_schemas``). Other ``kafka.*`` options (a bootstrap
@@ -35,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kafka_log_core.errors import UsageError
+from kafka_log_core.format import compression
 from kafka_log_core.format.filenames import TopicPartition
 
 LEVELS = ("records", "latest", "batches", "segments")
@@ -105,6 +108,7 @@ class ReadOptions:
     latest_when_no_match: bool = False  # startingOffsetsByTimestampStrategy=latest
     end: str = "high_watermark"
     max_bytes_per_split: int = DEFAULT_MAX_BYTES_PER_SPLIT
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES  # maxDecompressedBatchBytes
     min_partitions: int | None = None
     include_tombstones: bool = False
     schemas: str = "none"
@@ -137,6 +141,9 @@ class ReadOptions:
             == "latest",
             end=_choice(opts, "end", ENDS),
             max_bytes_per_split=_positive(opts, "maxbytespersplit", DEFAULT_MAX_BYTES_PER_SPLIT),
+            max_batch_bytes=_positive(
+                opts, compression.LIMIT_SOURCE_OPTION.lower(), compression.MAX_BATCH_BYTES
+            ),
             min_partitions=_positive(opts, "minpartitions", None),
             include_tombstones=_boolean(opts, "includetombstones", False),
             schemas=opts.get("schemas", "none").strip() or "none",

@@ -278,7 +278,7 @@ def offset_range(options: ReadOptions, log: PartitionLog) -> tuple[int, int]:
 def _resolve(bound: Bound, tp: TopicPartition, log: PartitionLog, latest: int, options, *, is_start) -> int:
     kind, value = bound.for_partition(tp)
     if kind == "timestamp":
-        found = _offset_for_timestamp(log, value, latest)
+        found = _offset_for_timestamp(log, value, latest, options.max_batch_bytes)
         if found is not None:
             return found
         if is_start and not options.latest_when_no_match:
@@ -305,15 +305,15 @@ def _resolve(bound: Bound, tp: TopicPartition, log: PartitionLog, latest: int, o
     return value if is_start else min(value, latest)
 
 
-def _offset_for_timestamp(log: PartitionLog, timestamp: int, latest: int) -> int | None:
+def _offset_for_timestamp(log: PartitionLog, timestamp: int, latest: int, max_batch_bytes: int) -> int | None:
     """ListOffsets for a timestamp, as the broker answers a consumer: the special values -2 and -1 (and
-    -3, the largest timestamp), or the first record at or after ``timestamp``; an answer at or past the
-    last fetchable offset (``latest``) is no answer."""
+    -3, the largest timestamp), or the first record at or after ``timestamp`` (its batch decompressed to
+    at most ``max_batch_bytes``); an answer at or past the last fetchable offset (``latest``) is no answer."""
     if timestamp == EARLIEST:
         return log.log_start_offset
     if timestamp == LATEST:
         return latest
-    found = offset_for_time(log, timestamp) if timestamp >= -3 else None
+    found = offset_for_time(log, timestamp, max_batch_bytes) if timestamp >= -3 else None
     return found if found is not None and found < latest else None
 
 

@@ -52,9 +52,10 @@ def _check(batch: FileBatch) -> None:
     batch.verify()
 
 
-def _records(batch: FileBatch) -> list:
-    """The batch's records, decompressed and decoded, with absolute offsets and timestamps."""
-    return batch.records()
+def _records(batch: FileBatch, options: ReadOptions) -> list:
+    """The batch's records, decompressed (to at most ``maxDecompressedBatchBytes``) and decoded, with
+    absolute offsets and timestamps."""
+    return batch.records(options.max_batch_bytes)
 
 
 def _open(chunk: Chunk):
@@ -213,7 +214,7 @@ def record_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
         h = batch.header
         aborted = transactions.aborted(batch)
         if not batch.is_control and not (aborted and options.read_committed):
-            records = _records(batch)
+            records = _records(batch, options)
             base = h.base_offset if isinstance(h, BatchHeader) else (records[0].offset if records else -1)
             for r in records:
                 if start <= r.offset < end:
@@ -241,7 +242,7 @@ def latest_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
             aborted = transactions.aborted(batch)
             if aborted and options.read_committed:
                 continue
-            records = _records(batch)
+            records = _records(batch, options)
             if not records:
                 continue
             base = h.base_offset if isinstance(h, BatchHeader) else records[0].offset
@@ -254,15 +255,16 @@ def latest_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
 
 
 # ------------------------------------------------------------------------------------------ batches, segments
-def batch_rows(split: Split) -> Iterator[tuple]:
-    """Every batch header on disk, below the log start offset and past the high watermark too."""
+def batch_rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
+    """Every batch header on disk, below the log start offset and past the high watermark too (a legacy
+    wrapper's records are read for its base offset and count: ``valid`` false when they cannot be)."""
     tp = (split.source.topic, split.source.partition)
     for chunk in split.chunks:
         for batch in _batches(chunk, _open(chunk)):
             h = batch.header
             try:
                 _check(batch)
-                records = [] if isinstance(h, BatchHeader) else _records(batch)
+                records = [] if isinstance(h, BatchHeader) else _records(batch, options)
                 valid = True
             except KafkaLogError:
                 records, valid = [], False
@@ -298,7 +300,7 @@ def segment_rows(split: Split) -> Iterator[tuple]:
 
 def rows(split: Split, options: ReadOptions) -> Iterator[tuple]:
     if options.level == "batches":
-        return batch_rows(split)
+        return batch_rows(split, options)
     if options.level == "segments":
         return segment_rows(split)
     if options.level == "latest":

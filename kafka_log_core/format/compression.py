@@ -80,14 +80,16 @@ _LZ4_MAX_BLOCK = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 102
 
 
 # The most one batch's record area (or a legacy wrapper's value) may decompress to, unless the job says
-# otherwise (``--max-decompressed-batch-bytes``). Kafka itself has no such limit (its readers decode one
-# record at a time); the cap is ours because we decompress whole batches. Real producers stay far below
-# it: a producer closes a batch when its *compressed* size reaches batch.size (16 KiB by default, rarely
-# above 1-2 MiB), so a batch holds batch.size times the compression ratio (2-10 for usual data, 50 for
-# very repetitive data), and one record is bounded by the producer's max.request.size (1 MiB by default).
-# librdkafka's consumers refuse more than receive.message.max.bytes (100 MB by default) decompressed.
+# otherwise (``--max-decompressed-batch-bytes``; the ``kafka-log`` source's ``maxDecompressedBatchBytes``).
+# Kafka itself has no such limit (its readers decode one record at a time); the cap is ours because we
+# decompress whole batches. Real producers stay far below it: a producer closes a batch when its
+# *compressed* size reaches batch.size (16 KiB by default, rarely above 1-2 MiB), so a batch holds
+# batch.size times the compression ratio (2-10 for usual data, 50 for very repetitive data), and one
+# record is bounded by the producer's max.request.size (1 MiB by default). librdkafka's consumers refuse
+# more than receive.message.max.bytes (100 MB by default) decompressed.
 MAX_BATCH_BYTES = 64 * 1024 * 1024
-LIMIT_OPTION = "--max-decompressed-batch-bytes"
+LIMIT_OPTION = "--max-decompressed-batch-bytes"  # the jobs' (jobs/options.py says which take it)
+LIMIT_SOURCE_OPTION = "maxDecompressedBatchBytes"  # the kafka-log DataFrame source's (spark_udfs/options.py)
 _READ_CHUNK = 1024 * 1024  # zstd output read at a time while the limit is watched
 
 
@@ -183,7 +185,7 @@ def over_limit(codec: int, limit: int) -> CompressionError:
     """The error of a record area that decompresses to more than ``limit`` bytes."""
     return CompressionError(
         f"{codec_name(codec)} data decompresses to more than {limit} bytes, the most one batch may hold "
-        f"({LIMIT_OPTION} raises it)"
+        f"({LIMIT_OPTION}, or the kafka-log source's option {LIMIT_SOURCE_OPTION}, raises it)"
     )
 
 

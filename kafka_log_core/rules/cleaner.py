@@ -323,7 +323,7 @@ def clean_log(
             if seg.base_offset not in verified:
                 verify_segment(seg)
                 seg.drop_cache()
-    record_size_limit.check_round(log.segments_in(log.log_start_offset, upper), cfg, broker)
+    record_size_limit.check_round(log.segments_in(log.log_start_offset, upper), cfg, broker, max_batch_bytes)
     active = producer_array(producers.active(now_ms, broker.producer_id_expiration_ms))
     tracker = TransactionTracker(record_events=True)
     # Rule R2.2 (keep the batch ending there, as an empty batch if need be) differs between releases.

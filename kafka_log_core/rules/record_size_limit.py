@@ -35,21 +35,25 @@ SETTING = "max.decompressed.message.bytes"
 NO_LIMIT = TOPIC_KEYS[SETTING].default
 
 
-def check_round(segments: Iterable[Segment], cfg: LogConfig, broker: BrokerConfig) -> None:
+def check_round(
+    segments: Iterable[Segment], cfg: LogConfig, broker: BrokerConfig,
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES,
+) -> None:  # fmt: skip
     """Refuse the cleaning round over ``segments`` if Kafka ``broker.kafka_version``'s cleaner would fail
-    on one of their records (nothing to do before 4.4, or with the setting at its default)."""
+    on one of their records (nothing to do before 4.4, or with the setting at its default). Each batch
+    decompresses to at most ``max_batch_bytes`` (``--max-decompressed-batch-bytes``), as in the passes."""
     limit = cfg.max_decompressed_message_bytes
     if limit >= NO_LIMIT or not kv.limits_decompressed_record_size(broker.kafka_version):
         return
     for segment in segments:
         for batch in segment.batches():
             if batch.compression != compression.NONE:
-                _check_batch(batch, limit)
+                _check_batch(batch, limit, max_batch_bytes)
         segment.drop_cache()
 
 
-def _check_batch(batch: FileBatch, limit: int) -> None:
-    for offset, size in _record_sizes(batch):
+def _check_batch(batch: FileBatch, limit: int, max_batch_bytes: int) -> None:
+    for offset, size in _record_sizes(batch, max_batch_bytes):
         if size > limit:
             raise RecordTooLargeError(
                 f"{batch.path} at position {batch.position}: the record at offset {offset} is {size} bytes "
@@ -58,13 +62,13 @@ def _check_batch(batch: FileBatch, limit: int) -> None:
             )
 
 
-def _record_sizes(batch: FileBatch) -> list[tuple[int, int]]:
+def _record_sizes(batch: FileBatch, max_batch_bytes: int) -> list[tuple[int, int]]:
     """(offset, size Kafka checks) of each record of a compressed batch."""
     header = batch.header
     if not isinstance(header, BatchHeader):
-        return [(r.offset, r.size_in_bytes - LOG_OVERHEAD) for r in batch.records()]
+        return [(r.offset, r.size_in_bytes - LOG_OVERHEAD) for r in batch.records(max_batch_bytes)]
     try:
-        area = np.frombuffer(record_batch.records_area(header, batch.data), dtype=np.uint8)
+        area = np.frombuffer(record_batch.records_area(header, batch.data, max_batch_bytes), dtype=np.uint8)
     except CorruptRecordError as err:  # decompression and record count: at the batch's position
         raise err.at(batch.path, batch.position) from err
     code, err_pos, table = record_walk.walk_records(

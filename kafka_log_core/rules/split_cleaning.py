@@ -162,7 +162,7 @@ def plan_split(
     if first_dirty >= upper:
         raise NotSplittable(f"{log.directory}: no dirty section to clean")
     to_clean = [s for s in log.segments if s.base_offset < upper]
-    record_size_limit.check_round(to_clean, cfg, broker)
+    record_size_limit.check_round(to_clean, cfg, broker, max_batch_bytes)
     groups = group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, upper)
     dirty = {s.base_offset for s in log.segments_in(first_dirty, upper)}
 

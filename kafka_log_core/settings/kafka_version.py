@@ -39,7 +39,8 @@ jars from Maven Central (the ``ConfigDef`` validators and the cleaner's methods)
 Not modelled: 4.4 reads a ``.txnindex`` entry's version as an int16 and fails the log dir's loading on
 any value but 0; 4.3 and older read only its first byte (signed) and refuse values above 0. The reader
 (``format.txn_index``) follows the older reading for every release. 4.4 also bounds the records its
-timestamp lookups decompress by ``max.decompressed.message.bytes``; the ``offsets`` job does not.
+timestamp lookups decompress by ``max.decompressed.message.bytes``; the ``offsets`` job does not (it bounds
+each batch it decompresses by ``--max-decompressed-batch-bytes`` only).
 """
 
 from __future__ import annotations

@@ -3,29 +3,31 @@
 ``-1`` latest (the log end offset), ``-2`` earliest (the log start offset), ``-3`` the offset of the
 record with the largest timestamp, any other value a timestamp in ms: the first record with a
 timestamp at or after it. Only the segment that holds the answer is read, from the index floor
-position: no whole-log scans.
+position: no whole-log scans. The records of the batch that holds the answer are read (decompressed to
+at most ``max_batch_bytes``, ``--max-decompressed-batch-bytes``) for ``-3`` and for a timestamp.
 """
 
 from __future__ import annotations
 
+from kafka_log_core.format.compression import MAX_BATCH_BYTES
 from kafka_log_core.log.partition_log import PartitionLog
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-def offset_for_time(log: PartitionLog, timestamp: int) -> int | None:
+def offset_for_time(log: PartitionLog, timestamp: int, max_batch_bytes: int = MAX_BATCH_BYTES) -> int | None:
     if timestamp == LATEST:
         return log.log_end_offset
     if timestamp == EARLIEST:
         return log.log_start_offset
     if timestamp == MAX_TIMESTAMP:
-        return _max_timestamp_offset(log)
+        return _max_timestamp_offset(log, max_batch_bytes)
     if timestamp < 0:
         raise ValueError(f"unsupported special timestamp {timestamp} (expected -1, -2, -3 or a time in ms)")
-    return _offset_by_timestamp(log, timestamp)
+    return _offset_by_timestamp(log, timestamp, max_batch_bytes)
 
 
-def _max_timestamp_offset(log: PartitionLog) -> int | None:
+def _max_timestamp_offset(log: PartitionLog, max_batch_bytes: int) -> int | None:
     best = None
     for segment in log.segments:
         ts = segment.time_index.last_entry.timestamp if len(segment.time_index) else -1
@@ -37,14 +39,14 @@ def _max_timestamp_offset(log: PartitionLog) -> int | None:
     position = segment.offset_index.lookup(segment.time_index.last_entry.offset).position
     for batch in segment.header_scan(position):
         if batch.max_timestamp == ts:
-            for record in batch.records():
+            for record in batch.records(max_batch_bytes):
                 if record.timestamp == ts:
                     return record.offset
             return None
     return None
 
 
-def _offset_by_timestamp(log: PartitionLog, target: int) -> int | None:
+def _offset_by_timestamp(log: PartitionLog, target: int, max_batch_bytes: int) -> int | None:
     start = log.log_start_offset
     for segment in log.segments:
         if segment.largest_timestamp < target:
@@ -55,7 +57,7 @@ def _offset_by_timestamp(log: PartitionLog, target: int) -> int | None:
         for batch in segment.header_scan(position):
             if batch.max_timestamp < target:
                 continue
-            for record in batch.records():
+            for record in batch.records(max_batch_bytes):
                 if record.timestamp >= target and record.offset >= start:
                     return record.offset
         return None

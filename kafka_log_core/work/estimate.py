@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from kafka_log_core.format import compression
 from kafka_log_core.format.record_batch import BatchHeader
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
@@ -44,11 +45,13 @@ class CompactionEstimate:
 
 
 def estimate_compaction(
-    log: PartitionLog, plan: cleaner.CleanPlan, broker: BrokerConfig, notes: list[str], *, count_records=False
-) -> CompactionEstimate:
+    log: PartitionLog, plan: cleaner.CleanPlan, broker: BrokerConfig, notes: list[str], *, count_records=False,
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES,
+) -> CompactionEstimate:  # fmt: skip
     """Pass 1 of the cleaner over the dirty section, with a map sized to hold all its keys up to the
-    broker's ``log.cleaner.dedupe.buffer.size`` (a note says when one round would stop earlier);
-    ``count_records`` also counts the records of the segments the round would rewrite (batch headers)."""
+    broker's ``log.cleaner.dedupe.buffer.size`` (a note says when one round would stop earlier), each
+    batch decompressed to at most ``max_batch_bytes``; ``count_records`` also counts the records of the
+    segments the round would rewrite (batch headers)."""
     start, end = plan.first_dirty_offset, plan.first_uncleanable_offset
     records = None
     if count_records:
@@ -62,7 +65,7 @@ def estimate_compaction(
         broker.log_cleaner_io_buffer_load_factor,
         cleaner.keyed_bound(log, start, end),
     )
-    result = cleaner.build_offset_map(log, start, end, offset_map)
+    result = cleaner.build_offset_map(log, start, end, offset_map, max_batch_bytes=max_batch_bytes)
     if result.full:
         notes.append(
             f"the cleaner's offset map ({offset_map.capacity} keys, log.cleaner.dedupe.buffer.size) would fill: "

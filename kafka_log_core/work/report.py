@@ -126,7 +126,9 @@ def report_task(
                 compact_reason=plan.reason,
             )
             if count_duplicates:
-                estimate = estimate_compaction(log, plan, cs.broker, notes)
+                estimate = estimate_compaction(
+                    log, plan, cs.broker, notes, max_batch_bytes=opts.max_batch_bytes
+                )
                 row.set(duplicate_share=estimate.share)
                 compaction_bytes = estimate.bytes
         else:  # the cleaner never looks at it: no dirty section, no ratio

@@ -66,7 +66,9 @@ class JobOptions:
         1  # compact: cleaning rounds per run, each one broker round; 0 = until nothing more to clean
     )
     split_above: int | None = None  # compact: split rounds whose cleanable bytes exceed this (split_cleaning)
-    max_batch_bytes: int = compression.MAX_BATCH_BYTES  # compact: the most one batch may decompress to
+    max_batch_bytes: int = (
+        compression.MAX_BATCH_BYTES
+    )  # compact, report: the most one batch may decompress to
 
     def log_start_offset_for(self, tp: TopicPartition) -> int | None:
         """The ``--log-start-offset`` the operator gave for this partition, if any."""
@@ -399,7 +401,9 @@ def _compact_round(
         return False, False
     log.check_batch_offsets(plan.first_uncleanable_offset)  # what the round reads: offsets a broker wrote
     if opts.dry_run:
-        estimate = estimate_compaction(log, plan, cs.broker, notes, count_records=True)
+        estimate = estimate_compaction(
+            log, plan, cs.broker, notes, count_records=True, max_batch_bytes=opts.max_batch_bytes
+        )
         tally.first_reason(f"{plan.reason}; {estimate.describe()}")
         records = estimate.records or 0
         row.set(

@@ -13,8 +13,9 @@ import hashlib
 
 import pytest
 
-from kafka_log_core.errors import RecordTooLargeError
+from kafka_log_core.errors import CorruptRecordError, RecordTooLargeError
 from kafka_log_core.format import compression
+from kafka_log_core.rules import record_size_limit
 from kafka_log_core.settings.config import BrokerConfig, LogConfig
 from kafka_log_core.settings.kafka_version import KafkaVersion
 from tests.logbuild import batch
@@ -25,6 +26,7 @@ from tests.rules.cleaner_harness import (
     layout,
     legacy,
     legacy_wrapper,
+    open_log,
     part,
     single,
 )
@@ -87,3 +89,21 @@ def test_records_of_uncompressed_batches_are_not_checked(tmp_path):
     _log(tmp_path, codec=compression.NONE)
     clean(tmp_path, cfg=limited(V2_BODY - 1), broker=V44)
     assert [offset for offset, _, _ in data_records(tmp_path)] == [1, 2]
+
+
+def test_the_check_decompresses_a_batch_up_to_max_decompressed_batch_bytes_as_the_passes_do(tmp_path):
+    # One record of 65 MiB: a batch past the default limit (a topic read with the option raised). The
+    # setting is lowered (so the check runs) to a size that holds the record.
+    big = compression.MAX_BATCH_BYTES + (1 << 20)
+    layout(tmp_path, {0: [batch(0, [("k", bytes(big))], codec=compression.ZSTD)], 1: [single(1, "k")]})
+    segments = open_log(tmp_path).segments
+    cfg = limited(2 * big)
+    default = compression.MAX_BATCH_BYTES
+    with pytest.raises(
+        CorruptRecordError,
+        match=rf"00000000000000000000\.log at position 0: .*more than {default} bytes.*--max-decompressed-batch-bytes",
+    ):
+        record_size_limit.check_round(segments, cfg, V44)  # the default limit: refused as a bomb would be
+    record_size_limit.check_round(segments, cfg, V44, max_batch_bytes=2 * big)
+    with pytest.raises(RecordTooLargeError, match=r"the record at offset 0 is \d+ bytes"):
+        record_size_limit.check_round(segments, limited(big - 1), V44, max_batch_bytes=2 * big)

@@ -87,6 +87,15 @@ REFUSED = {
     "bad boolean": ({**PATH, "includeHeaders": "yes"}, "includeheaders='yes'"),
     "bad timestamp": ({**PATH, "startingTimestamp": "yesterday"}, "expected a timestamp in ms"),
     "bad split": ({**PATH, "maxBytesPerSplit": "0"}, "must be positive"),
+    "zero limit": (
+        {**PATH, "maxDecompressedBatchBytes": "0"},
+        "maxdecompressedbatchbytes='0': must be positive",
+    ),
+    "negative limit": ({**PATH, "maxDecompressedBatchBytes": "-1"}, "must be positive"),
+    "limit not a number": (
+        {**PATH, "maxDecompressedBatchBytes": "64MiB"},
+        "'64MiB': expected a whole number",
+    ),
     "bad strategy": ({**PATH, "startingOffsetsByTimestampStrategy": "earliest"}, "error, latest"),
 }
 
