@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from bench.phases import compress_all, packed
 from bench.probe import _warm_compaction
 from kafka_log_core.format import compression
 from kafka_log_core.format.record_batch import ATTRIBUTES_OFFSET, CODEC_MASK, HEADER_SIZE
@@ -131,16 +132,6 @@ def _rebuilt_inputs(source: Path, timed: _Timed) -> tuple[int, list[bytes], floa
 
 
 @njit(cache=True)
-def _compress_all(areas, bounds, codec, codecs, dst):
-    total = 0
-    for i in range(bounds.shape[0]):
-        total += codec_kernels.compress_area(
-            codecs, codec, areas, bounds[i, 0], bounds[i, 1] - bounds[i, 0], dst, 0
-        )
-    return total
-
-
-@njit(cache=True)
 def _crc_all(areas, bounds):
     total = 0
     for i in range(bounds.shape[0]):
@@ -156,12 +147,6 @@ def _median(repeat: int, fn: Callable[[], object]) -> float:
         fn()
         times.append(time.process_time() - t)
     return statistics.median(times)
-
-
-def _packed(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    sizes = np.array([len(p) for p in parts], dtype=np.int64)
-    bounds = np.ascontiguousarray(np.stack([np.cumsum(sizes) - sizes, np.cumsum(sizes)], axis=1))
-    return np.frombuffer(b"".join(parts), dtype=np.uint8), bounds
 
 
 def _zstd_areas(source: Path) -> list[bytes]:
@@ -246,8 +231,8 @@ def _kafka_decompress(fns, src, bounds, dst):
 
 def _kafka_like(areas: list[bytes], rebuilt: list[bytes], repeat: int) -> dict[str, float]:
     fns = _kafka_functions()
-    src, bounds = _packed(areas)
-    records, rebuilt_bounds = _packed(rebuilt)
+    src, bounds = packed(areas)
+    records, rebuilt_bounds = packed(rebuilt)
     dst = np.empty(2 * int(records.shape[0] // max(len(rebuilt), 1)) + (4 << 20), dtype=np.uint8)
     decode = _median(repeat, lambda: _kafka_decompress(fns, src, bounds, dst))
     compress = _median(
@@ -278,10 +263,10 @@ def measure(source: Path, repeat: int) -> dict:
         codec, rebuilt, pass2_holes = _rebuilt_inputs(source, timed)
     finally:
         timed.remove()
-    areas, bounds = _packed(rebuilt)
+    areas, bounds = packed(rebuilt)
     codecs = native_codecs.codecs()
     out = np.empty(2 * int(bounds[:, 1].max() - bounds[:, 0].min()) + 4096, dtype=np.uint8)
-    compressor = _median(repeat, lambda: _compress_all(areas, bounds, codec, codecs, out))
+    compressor = _median(repeat, lambda: compress_all(areas, bounds, codec, codecs, out))
     result = {
         "total": total,
         "parts": {**parts, "rest": total - sum(parts.values())},
