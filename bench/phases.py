@@ -79,13 +79,21 @@ def _decompress_all(buf, rows, codecs, dst):
 
 
 @njit(cache=True)
-def _compress_all(areas, bounds, codec, codecs, dst):
+def compress_all(areas, bounds, codec, codecs, dst):
+    """Each ``areas[bounds[i, 0]:bounds[i, 1]]`` compressed by ``codec_kernels.compress_area`` into ``dst``."""
     total = 0
     for i in range(bounds.shape[0]):
         total += codec_kernels.compress_area(
             codecs, codec, areas, bounds[i, 0], bounds[i, 1] - bounds[i, 0], dst, 0
         )
     return total
+
+
+def packed(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``parts`` one after the other, and each one's (start, end) in them."""
+    sizes = np.array([len(p) for p in parts], dtype=np.int64)
+    bounds = np.ascontiguousarray(np.stack([np.cumsum(sizes) - sizes, np.cumsum(sizes)], axis=1))
+    return fields.as_bytes(b"".join(parts)), bounds
 
 
 def _best(repeat: int, fn) -> float:
@@ -110,11 +118,9 @@ def _segment(path: str, repeat: int, karea: tuple, dst: np.ndarray) -> dict[str,
     parts["scan"] = _best(
         repeat, lambda: chunk_walk.walk_segment(buf, 0, buf.shape[0], *karea, MAX_BATCH_BYTES)
     )
-    sizes = np.array([len(r) for r in raw], dtype=np.int64)
-    bounds = np.ascontiguousarray(np.stack([np.cumsum(sizes) - sizes, np.cumsum(sizes)], axis=1))
-    areas = fields.as_bytes(b"".join(raw))
-    out = np.empty(2 * int(sizes.max(initial=0)) + 1024, dtype=np.uint8)
-    parts["recompress_all"] = _best(repeat, lambda: _compress_all(areas, bounds, codec, codecs, out))
+    areas, bounds = packed(raw)
+    out = np.empty(2 * int((bounds[:, 1] - bounds[:, 0]).max(initial=0)) + 1024, dtype=np.uint8)
+    parts["recompress_all"] = _best(repeat, lambda: compress_all(areas, bounds, codec, codecs, out))
 
     def write() -> None:
         with tempfile.NamedTemporaryFile(prefix="bench-phases-") as f:

@@ -144,6 +144,7 @@ def probe_crc(path: str, repeat: int) -> dict:
 def probe_scan(path: str, repeat: int) -> dict:
     """The scan every cleaner pass makes, compiled over the whole segment: framing, CRC32C, every record
     walked, every key hashed (``chunk_walk.walk_segment``); its parts one by one."""
+    from kafka_log_core.constants import MIN_LONG
     from kafka_log_core.format import log_file
     from kafka_log_core.format.compression import MAX_BATCH_BYTES
     from kafka_log_core.kernels import chunk_walk, fields, header_scan, key_digest, statuses
@@ -166,7 +167,7 @@ def probe_scan(path: str, repeat: int) -> dict:
     keys = key_positions(buf, rows)
     calls = {
         "header_scan": lambda: header_scan.scan_headers(buf, 0, end),
-        "crc32c": lambda: header_scan.verify_batches(buf, 0, end),
+        "crc32c": lambda: header_scan.verify_batches(buf, 0, end, MIN_LONG),  # with the offsets
         "md5_keys": lambda: key_digest.hash_keys(buf, *keys),
     }
     parts = {name: best_of(repeat, call)[0]["cpu_seconds"] for name, call in calls.items()}

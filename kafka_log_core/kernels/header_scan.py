@@ -1,6 +1,6 @@
 """Batch headers of a whole segment in one compiled call: the header scan (one int64 row per batch, read
 as ``HEADER_ROW`` records; what retention, recovery, producer state and the plans work from) and the
-framing and CRC32C check of every batch."""
+framing, CRC32C and offsets check of every batch."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from kafka_log_core.format.record_batch import (
     NO_TIMESTAMP,
 )
 from kafka_log_core.kernels.batch_header import (
+    BASE_OFFSET_AT,
     BASE_SEQUENCE_AT,
     BATCH_LENGTH_AT,
     LAST_OFFSET_DELTA_AT,
@@ -34,8 +35,9 @@ from kafka_log_core.kernels.batch_header import (
 )
 from kafka_log_core.kernels.crc32c import crc32c
 from kafka_log_core.kernels.fields import borrowed, read_i16, read_i32, read_i64, read_u32
+from kafka_log_core.kernels.offset_order import OFFSETS_OK, batch_offsets
 from kafka_log_core.kernels.record_walk import OK, read_varint, walk_record
-from kafka_log_core.kernels.statuses import CONTINUE, DONE, ERR_BATCH, ERR_CRC, STOP_LEGACY
+from kafka_log_core.kernels.statuses import CONTINUE, DONE, ERR_BATCH, ERR_CRC, ERR_OFFSETS, STOP_LEGACY
 
 # ---------------------------------------------------------------------------------------------- records
 # Header scan output, one row per batch, every field an int64 (the kernel fills a (rows, HEADER_FIELDS)
@@ -193,16 +195,31 @@ def header_rows(rows: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def verify_batches(buf, pos, end):
-    """Framing and CRC32C of every v2 batch from ``pos`` (strict: a partial batch at the end is an
-    error). Returns (status, position): DONE, STOP_LEGACY (Python checks that entry's CRC32) or ERR_*."""
+def verify_batches(buf, pos, end, segment_base):
+    """Framing, CRC32C and offsets (``offset_order.batch_offsets``, within the segment of
+    ``segment_base``) of every v2 batch from ``pos`` (strict: a partial batch at the end is an error).
+    Returns (status, position, batches, first, last): DONE, STOP_LEGACY (Python checks that entry's
+    CRC32) or ERR_*, with the batches checked before ``position``, the first offset of the first and the
+    last offset of the last."""
     buf = borrowed(buf)
+    batches = np.int64(0)
+    first = np.int64(0)
+    last = np.int64(0)
     while True:
         status, total, magic = framing(buf, pos, end)
         if status != CONTINUE:
-            return status, pos
+            return status, pos, batches, first, last
         if magic != 2:
-            return STOP_LEGACY, pos
+            return STOP_LEGACY, pos, batches, first, last
+        base = read_i64(buf, pos + BASE_OFFSET_AT)
+        batch_last = base + read_i32(buf, pos + LAST_OFFSET_DELTA_AT)
+        count = read_i32(buf, pos + RECORDS_COUNT_AT)
+        if batch_offsets(base, batch_last, count, segment_base, last, batches > 0) != OFFSETS_OK:
+            return ERR_OFFSETS, pos, batches, first, last
         if crc32c(buf, pos + ATTRIBUTES_OFFSET, total - ATTRIBUTES_OFFSET) != read_u32(buf, pos + CRC_OFFSET):
-            return ERR_CRC, pos
+            return ERR_CRC, pos, batches, first, last
+        if batches == 0:
+            first = base
+        last = batch_last
+        batches += 1
         pos += total

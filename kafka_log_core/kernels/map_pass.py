@@ -1,6 +1,8 @@
 """Pass 1 of the log cleaner over a whole segment, compiled: the transaction tracker, then every keyed
 record at or above the first dirty offset into the offset map (Kafka's ``buildOffsetMap``). Python
-calls it once per segment and again only where it stops (:mod:`statuses`)."""
+calls it once per segment and again only where it stops (:mod:`statuses`). On the way every batch's
+offsets are checked as a broker appends them (``offset_order.batch_offsets``, within the segment: Python
+checks the boundaries between segments from ``offsets_first``/``offsets_last``)."""
 
 from __future__ import annotations
 
@@ -30,11 +32,13 @@ from kafka_log_core.kernels.fields import borrowed, read_i32
 from kafka_log_core.kernels.header_scan import NOT_CONTROL, UNREADABLE_CONTROL
 from kafka_log_core.kernels.key_digest import DIGEST_HI, DIGEST_LO
 from kafka_log_core.kernels.offset_map import map_put
+from kafka_log_core.kernels.offset_order import OFFSETS_OK, batch_offsets
 from kafka_log_core.kernels.record_walk import R_KEY_LEN, R_OFFSET
 from kafka_log_core.kernels.statuses import (
     CONTINUE,
     DONE,
     ERR_CONTROL,
+    ERR_OFFSETS,
     ERR_RECORD,
     STOP_CHUNK_ROOM,
     STOP_MAP_FULL,
@@ -61,6 +65,13 @@ MAP_STATE = np.dtype(
             "max_batch_bytes",
             np.int64,
         ),  # the most one batch's records may decompress to (compression.MAX_BATCH_BYTES)
+        ("segment_base", np.int64),  # the base offset of the segment walked
+        # the batches at or after this position have their offsets checked (Python: where the walk
+        # starts; moved past each batch checked, so a batch decided again after a stop is not)
+        ("offsets_from", np.int64),
+        ("offsets_batches", np.int64),  # batches checked since the walk started
+        ("offsets_first", np.int64),  # the first offset of the first of them
+        ("offsets_last", np.int64),  # the last offset of the last of them
     ]
 )
 
@@ -68,10 +79,20 @@ MAP_STATE = np.dtype(
 # ---------------------------------------------------------------------------------------------- pass 1
 @njit(cache=True, inline="always")
 def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, events, c, st):
-    """One batch of pass 1 (spec M2-M4): the tracker, then every keyed record at or above the first
-    dirty offset goes into the map. ``walked``: its records are in the chunk from row ``r0`` (they
+    """One batch of pass 1 (spec M2-M4): its offsets checked, the tracker, then every keyed record at or
+    above the first dirty offset goes into the map. ``walked``: its records are in the chunk from row ``r0`` (they
     did not walk, or were not decompressed: an error only if they are needed)."""
     s = st[0]
+    if pos >= s.offsets_from:
+        seen = s.offsets_batches > 0
+        finding = batch_offsets(h.base_offset, h.last_offset, h.count, s.segment_base, s.offsets_last, seen)
+        if finding != OFFSETS_OK:
+            return ERR_OFFSETS
+        if not seen:
+            s.offsets_first = h.base_offset
+        s.offsets_last = h.last_offset
+        s.offsets_batches += 1
+        s.offsets_from = pos + 1
     if h.last_offset >= tstate[0].next_aborted_first:
         s.last_offset = h.last_offset
         return STOP_TXN

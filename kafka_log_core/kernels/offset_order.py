@@ -1,8 +1,11 @@
-"""The offsets of a whole segment's batches checked in one compiled walk (no row per batch kept): what
-``log.segment.check_batch_offsets`` refuses before a cleaning round reads a segment.
+"""The offsets of a segment's batches as a broker appends them: what ``log.segment.check_batch_offsets``
+refuses before a cleaning round rewrites a segment.
 
-Only the framing fields and the offsets of each batch are read (one cache line a batch); a framing error
-ends the walk silently: the readers that come next report it with their own detail.
+:func:`batch_offsets` is the rule for one batch; the walks a round already makes over every header (pass 1,
+``map_pass``; the CRC check, ``header_scan.verify_batches``) apply it on the way. :func:`check_offsets` is
+the walk of its own, for what those walks do not cover: only the framing fields and the offsets of each
+batch are read (one cache line a batch); a framing error ends it silently: the readers that come next
+report it with their own detail.
 """
 
 from __future__ import annotations
@@ -28,6 +31,35 @@ MORE_RECORDS_THAN_OFFSETS = 3  # other: the records count
 NOT_AFTER_PREVIOUS = 4  # other: the previous batch's last offset
 
 
+@njit(cache=True, inline="always")
+def batch_offsets(first, last, count, segment_base, previous_last, has_previous):
+    """What is wrong with the offsets ``first..last`` of a batch of ``count`` records (0 for a legacy
+    entry) in the segment of ``segment_base``, after a batch ending at ``previous_last`` (when
+    ``has_previous``): OFFSETS_OK or the first problem (the ``other`` value of :func:`check_offsets` is
+    the segment base, the delta, the count or ``previous_last``, by the finding)."""
+    if last < first:
+        return NEGATIVE_LAST_OFFSET_DELTA
+    if count > last - first + 1:
+        return MORE_RECORDS_THAN_OFFSETS
+    if first < segment_base:
+        return BELOW_SEGMENT_BASE
+    if has_previous and first <= previous_last:
+        return NOT_AFTER_PREVIOUS
+    return OFFSETS_OK
+
+
+@njit(cache=True, inline="always")
+def finding_other(finding, first, last, count, segment_base, previous_last):
+    """The ``other`` value :func:`check_offsets` reports with ``finding``."""
+    if finding == BELOW_SEGMENT_BASE:
+        return segment_base
+    if finding == NEGATIVE_LAST_OFFSET_DELTA:
+        return last - first
+    if finding == MORE_RECORDS_THAN_OFFSETS:
+        return count
+    return previous_last
+
+
 @njit(cache=True)
 def check_offsets(buf, segment_base, previous_last, has_previous):
     """Walk the batches of ``buf`` (a whole segment) from position 0. Returns (finding, position, first,
@@ -44,26 +76,27 @@ def check_offsets(buf, segment_base, previous_last, has_previous):
         if size < MIN_ENTRY_SIZE or total > end - pos:
             break
         magic = np.int64(buf[pos + MAGIC_AT])
+        count = np.int64(0)
         if magic == MAGIC:
             if total < HEADER_SIZE:
                 break
             first = read_i64(buf, pos)
-            delta = np.int64(read_i32(buf, pos + LAST_OFFSET_DELTA_AT))
+            last = first + np.int64(read_i32(buf, pos + LAST_OFFSET_DELTA_AT))
             count = np.int64(read_i32(buf, pos + RECORDS_COUNT_AT))
-            last = first + delta
-            if delta < 0:
-                return NEGATIVE_LAST_OFFSET_DELTA, pos, first, last, delta
-            if count > delta + 1:
-                return MORE_RECORDS_THAN_OFFSETS, pos, first, last, count
         elif magic == 0 or magic == 1:
             first = read_i64(buf, pos)  # a wrapper's own offset is its last inner one: the only one known
             last = first
         else:
             break
-        if first < segment_base:
-            return BELOW_SEGMENT_BASE, pos, first, last, segment_base
-        if seen and first <= last_prev:
-            return NOT_AFTER_PREVIOUS, pos, first, last, last_prev
+        finding = batch_offsets(first, last, count, segment_base, last_prev, seen)
+        if finding != OFFSETS_OK:
+            return (
+                finding,
+                pos,
+                first,
+                last,
+                finding_other(finding, first, last, count, segment_base, last_prev),
+            )
         last_prev = last
         seen = True
         pos += total

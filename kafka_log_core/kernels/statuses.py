@@ -17,6 +17,7 @@ STOP_SCRATCH       pass 2: the buffer a compressed batch would be rebuilt in is 
                    makes it larger (so is STOP_AREA_ROOM for the lz4 batches the kernel decompresses)
 STOP_CHUNK_ROOM    one batch holds more records than the chunk: Python makes the chunk larger
 STOP_MAP_FULL      pass 1: the offset map holds its capacity and a keyed record comes: the round ends
+ERR_OFFSETS        a batch's offsets a broker never appends (pass 1, the CRC check): Python names it
 ERR_*              corrupt data: Python re-reads the batch with the readable code, which raises the
                    error with the file, the position and the detail
 =================  ==============================================================================
@@ -42,12 +43,14 @@ ERR_BATCH = 10  # framing: size, truncation, magic, v2 header fields
 ERR_CRC = 11
 ERR_RECORD = 12  # a record does not walk (state.error holds the kernels.ERR_* code)
 ERR_CONTROL = 13  # a control record that is not a readable marker
+ERR_OFFSETS = 15  # offsets a broker never appends (``offset_order``): Python names the batch and the problem
 
 STATUS_NAMES = {
     DONE: "done", STOP_LEGACY: "legacy entry", STOP_COMPRESSED: "compressed batch", STOP_TXN: "aborted transaction",
     STOP_TXN_TABLE: "tracker table full", STOP_AREA_ROOM: "decompression buffer too small", STOP_OUTPUT: "output buffer full", STOP_SCRATCH: "rebuild buffer too small", STOP_MAP_FULL: "offset map full",
     ERR_BATCH: "corrupt batch framing",
     ERR_CRC: "CRC mismatch", ERR_RECORD: "corrupt record", ERR_CONTROL: "unreadable control record",
+    ERR_OFFSETS: "batch offsets out of order",
 }  # fmt: skip
 
 

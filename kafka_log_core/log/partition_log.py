@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -19,7 +19,7 @@ from kafka_log_core.errors import CorruptDataError
 from kafka_log_core.format.filenames import DirFiles, TopicPartition
 from kafka_log_core.format.txn_index import AbortedTxn, collect_aborted
 from kafka_log_core.log.log_dir import CLEANER_OFFSET_CHECKPOINT, LogDirState, PartitionCheckpoints
-from kafka_log_core.log.segment import Segment, check_batch_offsets
+from kafka_log_core.log.segment import OffsetSpan, Segment, check_batch_offsets
 
 # Re-exported: callers import the log-dir state from here as well as from ``log_dir``.
 __all__ = ["LogDirState", "PartitionCheckpoints", "PartitionLog", "CLEANER_OFFSET_CHECKPOINT"]
@@ -117,13 +117,23 @@ class PartitionLog:
                 break
         return found
 
-    def check_batch_offsets(self, end_offset: int) -> None:
+    def check_batch_offsets(
+        self, end_offset: int, checked: Mapping[int, OffsetSpan | None] | None = None
+    ) -> None:
         """Refuse offsets a broker could never have appended (:func:`check_batch_offsets`) in the segments
         that hold offsets below ``end_offset`` (what a cleaning round reads and rewrites), and at the
-        boundary with the segment after them."""
+        boundary with the segment after them. ``checked``: what the walks a round makes anyway saw of the
+        segments (by base offset) whose offsets they checked within the segment (None: they did not):
+        only their boundaries are left."""
         previous_last = None
         for segment in self.segments:
-            previous_last = check_batch_offsets(segment, previous_last)
+            span = checked.get(segment.base_offset) if checked else None
+            if span is None:
+                previous_last = check_batch_offsets(segment, previous_last)
+            elif span.batches:
+                if previous_last is not None and span.first <= previous_last:
+                    check_batch_offsets(segment, previous_last)  # refuses its first batch, by position
+                previous_last = span.last
             if segment.base_offset >= end_offset:
                 break
 

@@ -331,6 +331,17 @@ _OFFSET_PROBLEMS = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class OffsetSpan:
+    """What a walk over a whole segment that checked its batches' offsets within it (pass 1, the CRC
+    check) saw: how many batches, the first offset of the first and the last offset of the last. The
+    boundary with the segment before is :meth:`PartitionLog.check_batch_offsets`'s."""
+
+    batches: int
+    first: int
+    last: int
+
+
 def check_batch_offsets(segment: Segment, previous_last: int | None = None) -> int | None:
     """Refuse a segment whose batches' offsets a broker could never have appended; returns the last offset
     of its last batch (``previous_last`` when it has none) for the next segment's check.

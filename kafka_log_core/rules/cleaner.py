@@ -25,11 +25,12 @@ import numpy as np
 
 from kafka_log_core import storage
 from kafka_log_core.constants import MAX_INT, MAX_LONG
+from kafka_log_core.errors import KafkaLogError
 from kafka_log_core.format import compression, record_batch
 from kafka_log_core.kernels import clean_pass, digest_store, map_pass, statuses
 from kafka_log_core.kernels.offset_map import OffsetMap
 from kafka_log_core.log.partition_log import PartitionLog
-from kafka_log_core.log.segment import Segment
+from kafka_log_core.log.segment import OffsetSpan, Segment
 from kafka_log_core.log.segment_files import replace_segments
 from kafka_log_core.rules import record_size_limit
 from kafka_log_core.rules.cleaner_segments import (
@@ -43,6 +44,7 @@ from kafka_log_core.rules.cleaner_segments import (
     new_store,
     producer_array,
     verify_segment,
+    walked_offsets,
 )
 from kafka_log_core.rules.producer_state import ProducerTable, build_producer_table
 from kafka_log_core.rules.txn_tracker import TransactionTracker
@@ -170,12 +172,14 @@ DECODED_STORE_BYTES = 128 * 1024 * 1024
 
 
 def build_offset_map(
-    log: PartitionLog, start: int, end: int, offset_map: OffsetMap, verified: set[int] | None = None,
+    log: PartitionLog, start: int, end: int, offset_map: OffsetMap, verified: dict[int, OffsetSpan | None] | None = None,
     digests: dict[int, np.ndarray] | None = None, max_batch_bytes: int = compression.MAX_BATCH_BYTES,
     decoded: dict[int, Areas] | None = None,
 ) -> MapResult:  # fmt: skip
     """Pass 1 over the dirty section [start, end), one compiled call per segment. ``verified`` collects
-    the base offsets of the segments whose every batch had its CRC checked on the way; ``digests`` the
+    the segments (by base offset) whose every batch had its CRC and its offsets within the segment
+    checked on the way, and what was seen of the offsets (None: a legacy entry left them unchecked);
+    ``digests`` the
     key digests of whole dirty segments, for pass 2 (within DIGEST_STORE_BYTES and half the configured
     map: the store never outgrows the memory the map is allowed); ``decoded`` the records of the
     compressed batches of whole dirty segments, decoded once for both passes (within
@@ -210,7 +214,7 @@ def build_offset_map(
         if full:
             break
         if verified is not None and position == 0:
-            verified.add(segment.base_offset)
+            verified[segment.base_offset] = walked_offsets(st)
         if digests is not None and store[1]["valid"][0] and store[1]["mode"][0] == digest_store.STORE_FILL:
             used = int(store[1]["used"][0])
             digests[segment.base_offset] = store[0][:used]
@@ -295,6 +299,9 @@ def clean_log(
 ) -> CleanResult:  # fmt: skip
     """Run one cleaning round (both passes and the swaps). Returns the new checkpoint offset; the
     caller writes ``cleaner-offset-checkpoint`` (it is shared by all partitions of the log dir).
+    Before anything is written, what the round reads is refused where a broker could not have written
+    it: framing, CRCs, batch offsets (``PartitionLog.check_batch_offsets``: pass 1 and the CRC check
+    carry it within each segment they walk, an offsets problem is named before any other error).
     ``max_batch_bytes``: the most one batch's records may decompress to."""
     started = time.monotonic()
     if producers is None:
@@ -306,23 +313,29 @@ def clean_log(
             broker.log_cleaner_io_buffer_load_factor,
             keyed_bound(log, first_dirty, upper),
         )
-    verified: set[int] = set()
+    verified: dict[int, OffsetSpan | None] = {}
     digests: dict[int, np.ndarray] = {}
     decoded: dict[int, Areas] = {}
-    result = build_offset_map(
-        log, first_dirty, upper, offset_map, verified, digests, max_batch_bytes, decoded
-    )
-    end_offset = max(result.end_offset, first_dirty)  # an empty dirty section leaves the checkpoint
+    try:
+        result = build_offset_map(
+            log, first_dirty, upper, offset_map, verified, digests, max_batch_bytes, decoded
+        )
+        end_offset = max(result.end_offset, first_dirty)  # an empty dirty section leaves the checkpoint
+        to_clean = [s for s in log.segments if s.base_offset < end_offset]
+        groups = group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, upper)
+        for group in groups:  # validate everything we are about to rewrite before writing anything
+            for seg in group:
+                if seg.base_offset not in verified:
+                    verified[seg.base_offset] = verify_segment(seg)
+                    seg.drop_cache()
+    except KafkaLogError:
+        log.check_batch_offsets(upper)  # offsets a broker never appends are named first, wherever they are
+        raise
+    # the boundaries between segments, and the segments none of these walks covered (past a full map)
+    log.check_batch_offsets(upper, verified)
     # legacyDeleteHorizonMs: mtime of the last clean segment minus delete.retention.ms
     clean_segments = [s for s in log.segments if s.base_offset < first_dirty]
     legacy_horizon = clean_segments[-1].mtime_ms - cfg.delete_retention_ms if clean_segments else 0
-    to_clean = [s for s in log.segments if s.base_offset < end_offset]
-    groups = group_segments(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, upper)
-    for group in groups:  # validate everything we are about to rewrite before writing anything
-        for seg in group:
-            if seg.base_offset not in verified:
-                verify_segment(seg)
-                seg.drop_cache()
     record_size_limit.check_round(log.segments_in(log.log_start_offset, upper), cfg, broker, max_batch_bytes)
     active = producer_array(producers.active(now_ms, broker.producer_id_expiration_ms))
     tracker = TransactionTracker(record_events=True)

@@ -24,6 +24,7 @@ from typing import cast
 import numpy as np
 
 from kafka_log_core import fsutil
+from kafka_log_core.constants import MAX_LONG
 from kafka_log_core.errors import CorruptRecordError, KafkaLogError
 from kafka_log_core.format import compression, log_file, record_batch
 from kafka_log_core.format.filenames import (
@@ -54,7 +55,7 @@ from kafka_log_core.kernels import (
     statuses,
 )
 from kafka_log_core.log.index_builder import IndexBuilder
-from kafka_log_core.log.segment import Segment
+from kafka_log_core.log.segment import OffsetSpan, Segment, check_batch_offsets
 from kafka_log_core.rules.producer_state import LastRecord
 from kafka_log_core.rules.txn_tracker import TransactionTracker
 from kafka_log_core.settings.config import LogConfig
@@ -128,6 +129,7 @@ class CleanedSegment:
             self.position += written
         elif used:
             self._f.write(self.buffer.data[:used])
+        self._f.start_writeback()  # on its way to disk while pass 2 goes on: finish's fsync waits less
         self.position += used
         if n:
             self.builder.append_many(positions, rows["last_offset"], rows["max_timestamp"])
@@ -381,19 +383,34 @@ def decode_areas(segment: Segment, budget: int, max_batch_bytes: int) -> Areas |
     return (fields.as_bytes(dst), bounds[:n].copy()) if n else None
 
 
-def verify_segment(segment: Segment) -> None:
-    """Framing and CRC of every batch (CRC32C in one compiled pass; legacy CRC32 entry by entry)."""
+def verify_segment(segment: Segment) -> OffsetSpan | None:
+    """Framing, CRC and offsets within the segment of every batch (CRC32C and offsets in one compiled
+    pass; legacy CRC32 entry by entry). Returns what it saw of the offsets; None when a legacy entry
+    leaves them to ``check_batch_offsets``."""
     buf = segment.buffer()
     position = 0
+    legacy = False
     while True:
-        status, position = header_scan.verify_batches(buf, position, buf.shape[0])
+        status, position, batches, first, last = header_scan.verify_batches(
+            buf, position, buf.shape[0], segment.base_offset
+        )
         if status == statuses.DONE:
-            return
+            return None if legacy else OffsetSpan(int(batches), int(first), int(last))
+        if status == statuses.ERR_OFFSETS:
+            raise_offsets(segment, position)
         if status != statuses.STOP_LEGACY:
             raise_corrupt(segment, position, status)
+        legacy = True
         batch = _entry(segment, position)
         batch.verify()
         position += batch.size_in_bytes
+
+
+def raise_offsets(segment: Segment, position: int) -> None:
+    """A walk found a batch whose offsets a broker never appends at ``position``: the check of its own
+    (``check_batch_offsets``, from the segment's start) names it and the problem."""
+    check_batch_offsets(segment)
+    raise CorruptRecordError("batch offsets a broker never appends", segment.log_path, position)
 
 
 # ============================================================================================ pass 1
@@ -417,6 +434,9 @@ def map_segment(
     buf = segment.buffer()
     st["position"] = position
     st["area_next"] = 0
+    st["segment_base"] = segment.base_offset
+    st["offsets_from"] = position
+    st["offsets_batches"] = 0
     areas, bounds = decoded
     karea = new_karea()
     chunk = Chunk()
@@ -442,17 +462,29 @@ def map_segment(
             run = Run(buf, position, int(st["max_batch_bytes"][0]))
             areas, bounds = run.areas, run.bounds
             st["area_next"] = 0
+        elif status == statuses.ERR_OFFSETS:
+            raise_offsets(segment, position)
         elif status == statuses.STOP_LEGACY:
             if int(st["rows_only"][0]):
                 raise KafkaLogError(
                     f"{segment.log_path}: a legacy entry at position {position} in a rows-only pass"
                 )
+            st["offsets_from"] = MAX_LONG  # the segment's offsets are left to check_batch_offsets
             full, size = _map_legacy(segment, position, slots, tracker, st)
             if full:
                 return True
             st["position"] = position + size
         else:
             raise_corrupt(segment, position, status, int(st["max_batch_bytes"][0]))
+
+
+def walked_offsets(st: np.ndarray) -> OffsetSpan | None:
+    """What pass 1 saw of the offsets of the segment it walked (from its start, to its end: the caller
+    knows); None when a legacy entry left them to ``check_batch_offsets``."""
+    row = st[0]
+    if int(row["offsets_from"]) == MAX_LONG:
+        return None
+    return OffsetSpan(int(row["offsets_batches"]), int(row["offsets_first"]), int(row["offsets_last"]))
 
 
 def _map_legacy(

@@ -399,7 +399,9 @@ def _compact_round(
             )
         tally.first_reason(plan.reason)
         return False, False
-    log.check_batch_offsets(plan.first_uncleanable_offset)  # what the round reads: offsets a broker wrote
+    split = opts.split_above is not None and plan.cleanable_bytes > opts.split_above
+    if opts.dry_run or split:  # what the round reads: offsets a broker wrote (clean_log checks on its walks)
+        log.check_batch_offsets(plan.first_uncleanable_offset)
     if opts.dry_run:
         estimate = estimate_compaction(
             log, plan, cs.broker, notes, count_records=True, max_batch_bytes=opts.max_batch_bytes
@@ -415,7 +417,6 @@ def _compact_round(
             map_utilization=None,
         )
         return False, False
-    split = opts.split_above is not None and plan.cleanable_bytes > opts.split_above
     if split and split_runner is None:  # an executor: the driver cleans it with tasks of its own
         if done == 0:
             row.set(

@@ -239,11 +239,12 @@ def test_a_compression_bomb_fails_the_round_at_its_batch_and_changes_nothing(tmp
 
 def test_a_record_count_the_batch_cannot_hold_fails_the_round_at_its_batch(tmp_path):
     first = single(0, "a")
-    lie = raw_batch(1, 2**31 - 1, record_area([b"v"]))  # one real record claimed to be 2^31 - 1
-    layout(tmp_path, {0: [first, lie, single(2, "b")], 3: []})
+    lie = raw_batch(1, 2**20, record_area([b"v"]))  # one real record claimed to be 2^20
+    # the batch after it comes after its offsets 1..2^20: the count is the only lie
+    layout(tmp_path, {0: [first, lie, single(2**20 + 1, "b")], 2**20 + 2: []})
     before = _files(tmp_path)
     with pytest.raises(
-        CorruptDataError, match=rf"0000\.log at position {len(first)}: .*claims 2147483647 records"
+        CorruptDataError, match=rf"0000\.log at position {len(first)}: .*claims 1048576 records"
     ):
         clean(tmp_path)
     assert _files(tmp_path) == before
@@ -259,6 +260,44 @@ def test_a_batch_as_large_as_the_limit_is_cleaned_and_one_byte_less_refuses_it(t
     assert _files(tmp_path) == before
     _clean_within(tmp_path, len(area))
     assert data_records(tmp_path) == [(1, b"k", b"new")]
+
+
+# ============================================================================================ batch offsets
+def _crc_broken(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 0xFF])  # the last byte of its value: the CRC no longer matches
+
+
+_A, _B, _C, _D = (single(0, "a"), single(1, "b"), single(5, "c"), single(2, "d"))
+_BACKWARDS = "backwards or overlapping"
+
+
+@pytest.mark.parametrize(
+    "segments,first_dirty,where,problem",
+    [
+        ({0: [_A, _B, _C, _D], 6: []}, None, ("0000", 3 * len(_A)), _BACKWARDS),  # pass 1
+        ({0: [_A, _B, _C, _D], 6: [single(6, "a"), single(7, "a")], 8: []}, 6, ("0000", 3 * len(_A)), _BACKWARDS),
+        ({0: [_A, _B, single(2, "c")], 2: [single(2, "a"), single(3, "a")], 4: []}, 2, ("0002", 0), "ends at offset 2"),
+        ({0: [_A, _B, single(2, "c")], 2: [single(2, "a"), single(3, "a")], 4: []}, None, ("0002", 0), "ends at offset 2"),
+        ({0: [_A, _B, single(2, "c")], 2: [single(2, "a")]}, None, ("0002", 0), "ends at offset 2"),
+        ({0: [_A, _crc_broken(_B), _C, _D], 6: []}, None, ("0000", 3 * len(_A)), _BACKWARDS),
+    ],
+    ids=[
+        "in a dirty segment", "in a clean segment", "between the clean and the dirty section",
+        "between two dirty segments", "at the first batch after the round", "before a CRC error earlier on",
+    ],
+)  # fmt: skip
+def test_offsets_a_broker_never_appends_fail_the_round_at_their_batch_and_change_nothing(
+    tmp_path, segments, first_dirty, where, problem
+):
+    """The walks of the round (pass 1 over the dirty section, the CRC check of the clean one) check every
+    batch's offsets on the way; the boundaries between segments are checked from what they saw. The error
+    is the one the check of its own gives, and it is named before any other problem of the round."""
+    layout(tmp_path, segments)
+    before = _files(tmp_path)
+    name, position = where
+    with pytest.raises(CorruptDataError, match=rf"{name}\.log at position {position}: .*{problem}"):
+        clean(tmp_path, first_dirty=first_dirty)
+    assert _files(tmp_path) == before
 
 
 def test_runs_of_compressed_batches_end_at_their_byte_budget_and_the_next_run_goes_on(tmp_path, monkeypatch):

@@ -19,8 +19,8 @@ from jobs.cli import main
 from kafka_log_core.format.compression import ZSTD
 from tests.clirun import invoke
 from tests.format.test_decompression_limits import TS, _large_batch_log
-from tests.logbuild import batch, make_log
-from tests.spark_udfs.test_data_source import _read
+from tests.logbuild import batch, make_log, mark_clean_shutdown, write_segment
+from tests.spark_udfs.test_data_source import _read, kp_legacy
 
 pytestmark = pytest.mark.spark
 OPTION = "--max-decompressed-batch-bytes"
@@ -65,6 +65,25 @@ def test_the_source_reads_a_batch_within_max_decompressed_batch_bytes_and_fails_
     for limit in ({"maxDecompressedBatchBytes": str(area_bytes)}, {}):  # raised to hold it, and the default
         rows = _read(kafka_log, tmp_path, level=level, **limit).select("offset", "key", "value").collect()
         assert sorted((r.offset, bytes(r.key), bytes(r.value)) for r in rows) == expected
+
+
+def test_a_legacy_wrapper_past_the_limit_is_an_invalid_batch_row_and_fails_a_records_read(
+    kafka_log, tmp_path
+):
+    # A magic-1 gzip wrapper (kafka-python's) whose inner message of a 100,000-byte value takes more than
+    # 50,000 bytes decompressed: the batches level reads its records for its base offset and count.
+    wrapper, _ = kp_legacy(0, [(b"k", VALUE)], magic=1, codec=1)
+    write_segment(tmp_path / "old-0", 0, [wrapper])
+    mark_clean_shutdown(tmp_path)
+    columns = ("base_offset", "records_count", "is_valid")
+    limited = _read(kafka_log, tmp_path, level="batches", maxDecompressedBatchBytes="50000").select(*columns)
+    assert [tuple(r) for r in limited.collect()] == [(None, None, False)]
+    assert [tuple(r) for r in _read(kafka_log, tmp_path, level="batches").select(*columns).collect()] == [
+        (0, 1, True)
+    ]
+    with pytest.raises(Exception, match="more than 50000 bytes"):
+        _read(kafka_log, tmp_path, maxDecompressedBatchBytes="50000").collect()
+    assert [bytes(r.value) for r in _read(kafka_log, tmp_path).collect()] == [VALUE]
 
 
 def test_a_starting_timestamp_is_looked_up_within_the_limit(kafka_log, tmp_path):
@@ -127,3 +146,24 @@ def test_the_report_job_fails_the_partition_past_the_limit_and_counts_it_within(
     assert row["status"] == "failed" and row["reason"].startswith(_refusal(log, area_bytes - 1))
     (row,) = json.loads(invoke(main, *common, OPTION, area_bytes).stdout)
     assert (row["status"], row["duplicate_share"]) == ("ok", 0.5)
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "clean"])
+def test_the_compact_job_takes_the_limit_from_its_command_line_in_the_plan_and_the_clean(
+    spark, tmp_path, dry_run
+):
+    directory, area_bytes = _large_batch_log(tmp_path, ZSTD)
+    log = directory / "00000000000000000000.log"
+    common = ("compact", "--log-dir", tmp_path, "--now-ms", TS + 60_000, "--output", "json",
+              "--set", "cleanup.policy=compact", "--set", "min.cleanable.dirty.ratio=0.01",
+              *(["--dry-run"] if dry_run else []))  # fmt: skip
+    before = _files(directory)
+    refused = invoke(main, *common, OPTION, area_bytes - 1)
+    assert refused.exit_code == 1, refused.output
+    (row,) = json.loads(refused.stdout)
+    assert row["status"] == "failed" and row["reason"].startswith(_refusal(log, area_bytes - 1)), row
+    assert _files(directory) == before
+    done = invoke(main, *common, OPTION, area_bytes)
+    assert done.exit_code == 0, done.output
+    (row,) = json.loads(done.stdout)
+    assert row["status"] == ("would clean" if dry_run else "cleaned"), row
