@@ -50,6 +50,19 @@ def test_a_full_disk_while_writing_a_cleaned_segment_names_it(tiny_disk):
         out.close()
 
 
+def test_a_file_sent_to_disk_piece_by_piece_as_it_is_written_holds_every_piece_in_order(tmp_path):
+    target = tmp_path / "00000000000000000000.log.cleaned"
+    pieces = [bytes([i + 1]) * ((1 << 20) + 4093 * i) for i in range(5)]  # sizes off the page boundaries
+    out = fsutil.WriteFile(target)
+    for piece in pieces:
+        out.write(piece)
+        out.start_writeback()
+    out.start_writeback()  # nothing new: nothing to send
+    out.fsync()
+    out.close()
+    assert target.read_bytes() == b"".join(pieces)
+
+
 def test_an_atomic_write_on_a_full_disk_leaves_the_old_file_and_no_temporary_one(tiny_disk):
     target = tiny_disk / "cleaner-offset-checkpoint"
     target.write_text("0\n0\n")

@@ -122,8 +122,14 @@ def replace_segments(directory: Path, cleaned: Sequence[Path], base: int, old: S
     """``LocalLog.replaceSegments`` for one new segment at ``base`` written as ``.cleaned`` files (``.log``
     first, then its indexes), in place of ``old`` (ascending base offsets): the new files renamed
     ``.swap``, the old ones (and the producer snapshots at their bases, but at ``base``) ``.deleted``,
-    the swap files given their names, the old files deleted -- with the directory fsynced between the
-    steps (loader rules L2-L6)."""
+    the swap files given their names, the old files deleted (loader rules L2-L6).
+
+    The directory is fsynced after the ``.swap`` renames (a ``.deleted`` file without its ``.swap`` would
+    be lost), after the ``.deleted`` ones (a new segment named finally beside an old segment not yet
+    ``.deleted`` would overlap it) and once at the end, for the cleaner checkpoint written next. Not
+    between the last two steps: whichever of the final names and the deletions a crash keeps, the loader
+    completes the ``.swap`` files and removes the ``.deleted`` ones. (Kafka's ``replaceSegments`` fsyncs
+    the directory once, at the end: it relies on the file system keeping the renames in order.)"""
     swaps = []
     for path in cleaned:
         target = Path(str(path)[: -len(CLEANED_MARKER)] + SWAP_MARKER)
@@ -138,8 +144,7 @@ def replace_segments(directory: Path, cleaned: Sequence[Path], base: int, old: S
     fsutil.fsync_dir(directory)
     for swap in swaps:
         os.replace(swap, Path(str(swap)[: -len(SWAP_MARKER)]))
-    fsutil.fsync_dir(directory)
-    remove_deleted(directory, deleted)
+    remove_deleted(directory, deleted)  # fsyncs the directory
 
 
 def rewrite_segment(
