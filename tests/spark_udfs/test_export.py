@@ -125,16 +125,21 @@ def test_spark_submit_and_the_cli_agree(spark, tmp_path):
     ``--format delta``, spark-submit also takes ``--packages`` and the two ``--conf`` the job names.)"""
     log_dirs, _ = _dirs(tmp_path)
     args = ["--log-dir", log_dirs[1], "--view", "records", "--output", "json"]
-    via_cli = json.loads(invoke(main, "export", *args, "--out", str(tmp_path / "cli")).stdout)
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYSPARK_PYTHON=sys.executable)
-    done = subprocess.run(
+    # spark-submit's JVM starts while the CLI runs in this process (each only reads the log dir).
+    with subprocess.Popen(
         [str(bin_dir / "spark-submit"), "--master", "local[1]", str(Path(export.__file__)), *args,
          "--out", str(tmp_path / "submit")],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    via_submit = json.loads(done.stdout)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    ) as submitting:  # fmt: skip
+        try:
+            via_cli = json.loads(invoke(main, "export", *args, "--out", str(tmp_path / "cli")).stdout)
+            stdout, stderr = submitting.communicate(timeout=600)
+        finally:
+            submitting.kill()
+    assert submitting.returncode == 0, stderr[-3000:]
+    via_submit = json.loads(stdout)
     assert [{k: v for k, v in r.items() if k != "duration_ms"} for r in via_submit] == [
         {k: v for k, v in r.items() if k != "duration_ms"} for r in via_cli
     ]
