@@ -5,6 +5,7 @@ a tombstone and retention, an incremental export equals a full one."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -118,12 +119,20 @@ def test_an_incremental_export_equals_a_full_one(spark, tmp_path, fmt):
         rows = sorted(tuple(r) for r in main.read(spark).drop("timestamp").collect())
         return rows, sorted(tuple(r) for r in side.read(spark).drop("timestamp").collect())
 
+    def incremental_and_full(full: str) -> list[dict]:
+        """The incremental export and a full one of the same log dir at once, from threads of the one
+        session (their own tables and catalogs): each is a chain of small jobs that leaves cores idle."""
+        both = (settings("inc", True), settings(full, False))
+        with ThreadPoolExecutor(2) as pool:
+            running = [pool.submit(export.run, spark, [str(logs)], "orders", s) for s in both]
+            incremental, _ = (future.result() for future in running)
+            return incremental
+
     first = export.run(spark, [str(logs)], "orders", settings("inc", True))
     assert first[0]["note"] == "the table has no export state yet"
     _more_orders(logs)
-    second = export.run(spark, [str(logs)], "orders", settings("inc", True))
+    second = incremental_and_full("full1")
     assert (second[0]["note"], second[0]["read_from"]) == ("since", 12)
-    export.run(spark, [str(logs)], "orders", settings("full1", False))
     assert tables(settings("inc", True)) == tables(settings("full1", False))
     # retention: the log start moves past the first segment
     checkpoints.write_offset_checkpoint(
@@ -131,9 +140,8 @@ def test_an_incremental_export_equals_a_full_one(spark, tmp_path, fmt):
     )
     for suffix in (".log", ".index", ".timeindex"):
         (logs / "orders-0" / f"{0:020d}{suffix}").unlink()
-    third = export.run(spark, [str(logs)], "orders", settings("inc", True))
+    third = incremental_and_full("full2")
     assert (third[0]["note"], third[0]["read_from"]) == ("since", 17)  # rows below 12 deleted
-    export.run(spark, [str(logs)], "orders", settings("full2", False))
     assert tables(settings("inc", True)) == tables(settings("full2", False))
     assert json.loads(json.dumps(third))  # the rows are plain data
 
