@@ -223,7 +223,8 @@ def _kafka_decompress(fns, src, bounds, dst):
             outb[0], outb[1], outb[2] = np.int64(dst.ctypes.data), KAFKA_CHUNK, 0
             left = _dstream(fns[_F_DSTREAM], (dctx, np.int64(outb.ctypes.data), np.int64(inb.ctypes.data)))
             total += outb[2]
-            if left == 0 or (outb[2] == 0 and inb[2] == inb[1]):
+            failed = left < 0 and left >= -native_codecs.ZSTD_MAX_ERROR  # ZSTD_isError
+            if left == 0 or failed or (outb[2] == 0 and inb[2] == inb[1]):
                 break
         _free(fns[_F_FREE_D], (dctx,))
     return total
@@ -265,7 +266,7 @@ def measure(source: Path, repeat: int) -> dict:
         timed.remove()
     areas, bounds = packed(rebuilt)
     codecs = native_codecs.codecs()
-    out = np.empty(2 * int(bounds[:, 1].max() - bounds[:, 0].min()) + 4096, dtype=np.uint8)
+    out = np.empty(2 * int((bounds[:, 1] - bounds[:, 0]).max()) + 4096, dtype=np.uint8)
     compressor = _median(repeat, lambda: compress_all(areas, bounds, codec, codecs, out))
     result = {
         "total": total,

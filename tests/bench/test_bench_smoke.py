@@ -99,9 +99,17 @@ def test_quick_run_reports_decode_compaction_and_memory(tmp_path):
     assert png.read_bytes()[:8] == PNG_MAGIC
 
 
+@pytest.fixture(scope="module")
+def spark_sections(tmp_path_factory) -> dict:
+    """One quick run of the two sections that start Spark sessions, ``spark`` and ``skew`` (each test
+    below checks its own); the batch-shape sweep is checked by the run of the first test."""
+    skip = "raw,scan,compaction,memory,kafka,split,partitions,tables,sweep"
+    return run_bench(tmp_path_factory.mktemp("spark-sections"), "--skip", skip)
+
+
 @pytest.mark.slow
-def test_quick_run_reports_spark_scaling(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,kafka,split,partitions,tables")
+def test_quick_run_reports_spark_scaling(spark_sections):
+    report = spark_sections
     sessions = {s["master"]: s for s in report["sections"]["spark"]["sessions"]}
     assert set(sessions) == {"local[1]", "local[2]"}
     assert sessions["local[1]"]["cores"] == 1 and sessions["local[2]"]["cores"] == 2
@@ -114,8 +122,8 @@ def test_quick_run_reports_spark_scaling(tmp_path):
 
 
 @pytest.mark.slow
-def test_quick_run_reports_skew_side_by_side(tmp_path):
-    report = run_bench(tmp_path, "--skip", "raw,scan,compaction,memory,spark,kafka,split,partitions,tables")
+def test_quick_run_reports_skew_side_by_side(spark_sections):
+    report = spark_sections
     skew = report["sections"]["skew"]
     assert skew["status"] == "ok" and skew["cores"] == 2
     runs = skew["runs"]

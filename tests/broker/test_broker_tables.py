@@ -19,8 +19,10 @@ One real broker for the module (tests/kafka_harness.py), its cleaner on:
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +31,7 @@ import pytest
 
 from jobs import export
 from jobs.tables import IcebergCatalog
-from tests.broker.test_broker_interop import start_with_spark
+from tests.broker.test_broker_interop import report_timings, start_with_spark
 from tests.kafka_harness import (
     SMALL_SEGMENT_CONFIG,
     KafkaBroker,
@@ -74,6 +76,7 @@ TOPIC_CONFIG = {
     **SMALL_SEGMENT_CONFIG,
 }  # fmt: skip
 UNKNOWN_ID = 999
+FORMATS = ("iceberg", "delta")
 
 
 class Codec:
@@ -197,6 +200,18 @@ def _export(spark, log_dir: Path, settings: export.ExportSettings) -> list[dict]
     return export.run(spark, [str(log_dir)], "orders|shipments|events", settings)
 
 
+def _exports(spark, log_dir: Path, work: Path, names: dict[str, str]) -> dict[str, list[dict]]:
+    """The exports of ``names`` (key: (format, table dir name)), each into tables of its own, at once
+    from threads of the one Spark session: each is a chain of small Spark jobs that leaves most of the
+    two cores idle, and they share nothing (their own tables, catalogs and session properties)."""
+    with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
+        running = {
+            key: pool.submit(_export, spark, log_dir, _settings(work, fmt, name))
+            for key, (fmt, name) in names.items()
+        }
+        return {key: future.result() for key, future in running.items()}
+
+
 def _tables(spark, settings: export.ExportSettings) -> dict[str, tuple[dict, set]]:
     """Each topic's table and side table as Spark SQL reads them (an Iceberg catalog table, or
     delta.`path`): key -> the typed value, and the keys of the undecodable records."""
@@ -212,7 +227,9 @@ def _tables(spark, settings: export.ExportSettings) -> dict[str, tuple[dict, set
 
 
 @pytest.fixture(scope="module")
-def scenario(kafka_jars, tmp_path_factory, request) -> Scenario:
+def scenario(kafka_jars, tmp_path_factory, pytestconfig, request) -> Scenario:
+    started = time.monotonic()
+    timings = {}
     work = tmp_path_factory.mktemp("tables")
     log_dir = work / "log-dir"
     broker = KafkaBroker(log_dir, work / "broker", {"log.cleaner.backoff.ms": "200"}, lib_dir=kafka_jars)
@@ -220,6 +237,8 @@ def scenario(kafka_jars, tmp_path_factory, request) -> Scenario:
     try:
         broker.format()
         spark = start_with_spark(broker, request)
+        timings["broker start + Spark"] = time.monotonic() - started
+        t = time.monotonic()
         create_topic(broker.bootstrap, "_schemas", 1, {"cleanup.policy": "compact"})
         produce(broker.bootstrap, "_schemas", _registry_records())
         for topic, codec in codecs.items():
@@ -232,10 +251,12 @@ def scenario(kafka_jars, tmp_path_factory, request) -> Scenario:
         first = {topic: _consumer_state(broker.bootstrap, topic, codec) for topic, codec in codecs.items()}
         ends = {topic: latest_offsets(broker.bootstrap, topic) for topic in TOPICS}
         broker.stop()
-        first_rows = {
-            fmt: _export(spark, log_dir, _settings(work, fmt, f"{fmt}_inc")) for fmt in ("iceberg", "delta")
-        }
+        timings["produce, consume, stop"] = time.monotonic() - t
+        t = time.monotonic()
+        first_rows = _exports(spark, log_dir, work, {fmt: (fmt, f"{fmt}_inc") for fmt in FORMATS})
         first_phase = Phase(first, first_rows)
+        timings["first exports"] = time.monotonic() - t
+        t = time.monotonic()
 
         broker.start()
         for topic, codec in codecs.items():
@@ -244,25 +265,35 @@ def scenario(kafka_jars, tmp_path_factory, request) -> Scenario:
             # that the cleaner may clean past it: records sent to each partition, a key of its own each.
             rolls = [(b"roll%d" % p, codec.encode(2, 99), None, None, p) for p in (0, 1)]
             produce(broker.bootstrap, topic, rolls * 150)
+        timings["restart, produce"] = time.monotonic() - t
+        t = time.monotonic()
         for topic in TOPICS:
             for partition, end in ends[topic].items():
                 if end:
                     wait_for_broker_cleaning(log_dir, topic, partition, end, timeout=120)
+        timings["the broker's cleaner"] = time.monotonic() - t
+        t = time.monotonic()
         second = {topic: _consumer_state(broker.bootstrap, topic, codec) for topic, codec in codecs.items()}
         broker.stop()
-        second_rows = {
-            fmt: _export(spark, log_dir, _settings(work, fmt, f"{fmt}_inc")) for fmt in ("iceberg", "delta")
-        }
-        full = {
-            fmt: _export(spark, log_dir, _settings(work, fmt, f"{fmt}_full")) for fmt in ("iceberg", "delta")
-        }
+        timings["consume, stop"] = time.monotonic() - t
+        t = time.monotonic()
+        # The second incremental exports and the full ones of the same log dir, all at once.
+        exported = _exports(
+            spark, log_dir, work,
+            {(kind, fmt): (fmt, f"{fmt}_{kind}") for kind in ("inc", "full") for fmt in FORMATS},
+        )  # fmt: skip
+        second_rows = {fmt: exported["inc", fmt] for fmt in FORMATS}
+        full = {fmt: exported["full", fmt] for fmt in FORMATS}
+        timings["second and full exports"] = time.monotonic() - t
+        timings["set-up total"] = time.monotonic() - started
+        report_timings(pytestconfig, "broker tables", timings)
         return Scenario(log_dir, work, first_phase, Phase(second, second_rows), full)
     finally:
         if broker.running:
             broker.stop()
 
 
-@pytest.mark.parametrize("fmt", ["iceberg", "delta"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_the_first_export_holds_what_a_consumer_decodes(scenario, spark, fmt):
     """Run on the final state of the tables: the second phase's; the first phase is checked by its rows."""
     rows = scenario.first.rows[fmt]
@@ -273,7 +304,7 @@ def test_the_first_export_holds_what_a_consumer_decodes(scenario, spark, fmt):
         assert {r["note"] for r in mine} == {"the table has no export state yet"}
 
 
-@pytest.mark.parametrize("fmt", ["iceberg", "delta"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_an_incremental_export_after_writes_deletes_and_compaction_equals_the_consumer_and_a_full_export(
     scenario, spark, fmt
 ):
