@@ -80,8 +80,8 @@ MAP_STATE = np.dtype(
 @njit(cache=True, inline="always")
 def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, events, c, st):
     """One batch of pass 1 (spec M2-M4): its offsets checked, the tracker, then every keyed record at or
-    above the first dirty offset goes into the map. ``walked``: its records are in the chunk from row ``r0`` (they
-    did not walk, or were not decompressed: an error only if they are needed)."""
+    above the first dirty offset goes into the map. ``walked``: its records are in the chunk from row
+    ``r0`` (they did not walk, or were not decompressed: an error only if they are needed)."""
     s = st[0]
     if pos >= s.offsets_from:
         seen = s.offsets_batches > 0

@@ -219,17 +219,29 @@ class Segment:
 
     @cached_property
     def read_next_offset(self) -> int:
-        """Last batch's last offset + 1, or the base offset when empty (scan from the last index entry)."""
+        """Last batch's last offset + 1, or the base offset when empty (scan from the last index entry:
+        one compiled scan of the headers; from an entry it does not take on, :meth:`header_scan` decides,
+        which stops at a partial or undersized entry and refuses a malformed one)."""
         start = self.offset_index.last_entry.position if len(self.offset_index) else 0
         if start > self.size:
             raise CorruptIndexError(
                 f"offset index points at position {start} past the end of the log ({self.size} bytes)",
                 self.index_path,
             )
-        last = None
-        for batch in self.header_scan(start):
-            last = batch
-        return self.base_offset if last is None else last.last_offset + 1
+        if start + HEADER_SIZE_UP_TO_MAGIC >= self.size:  # no batch fits: nothing to open
+            return self.base_offset
+        cached = "array" in self._cache
+        array = self.buffer()
+        try:
+            status, position, rows = header_scan.scan_headers(array, start, array.shape[0])
+        finally:
+            if not cached:
+                self.drop_cache()
+        last = int(rows[-1, header_scan.H_LAST_OFFSET]) if rows.shape[0] else None
+        if status != statuses.DONE:
+            for batch in self.header_scan(position):
+                last = batch.last_offset
+        return self.base_offset if last is None else last + 1
 
     def header_scan(self, start_position: int = 0) -> Iterator[FileBatch]:
         """Batch headers without reading the whole file when it is not cached (seek + 17-byte reads)."""
