@@ -59,9 +59,8 @@ class Column:
         self._nulls = bytearray()  # ... and 1 where the value is None
         self._objects: list | None = None  # the objects form
         self._count = 0
-        self._not_numbers = (
-            False  # the dictionary holds a value the numbers form cannot: it is never asked again
-        )
+        # the dictionary holds a value the numbers form cannot: it is never asked again
+        self._not_numbers = False
 
     def __len__(self) -> int:
         return self._count

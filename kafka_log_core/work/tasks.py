@@ -66,9 +66,8 @@ class JobOptions:
         1  # compact: cleaning rounds per run, each one broker round; 0 = until nothing more to clean
     )
     split_above: int | None = None  # compact: split rounds whose cleanable bytes exceed this (split_cleaning)
-    max_batch_bytes: int = (
-        compression.MAX_BATCH_BYTES
-    )  # compact, report: the most one batch may decompress to
+    # compact, report: the most one batch may decompress to
+    max_batch_bytes: int = compression.MAX_BATCH_BYTES
 
     def log_start_offset_for(self, tp: TopicPartition) -> int | None:
         """The ``--log-start-offset`` the operator gave for this partition, if any."""
