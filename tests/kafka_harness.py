@@ -1120,7 +1120,9 @@ def pytest_sessionfinish(session) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:
     """In the pytest-xdist controller: gather the start times of a worker that finished."""
-    _START_TIMES.extend(tuple(item) for item in getattr(node, "workeroutput", {}).get("kafka_start_times", ()))
+    _START_TIMES.extend(
+        tuple(item) for item in getattr(node, "workeroutput", {}).get("kafka_start_times", ())
+    )
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
