@@ -62,7 +62,7 @@ def parse_rounds(ctx, param, value) -> int:
 
 
 @click.command("compact")
-@options.job_context(*options.JOB, options.READ)
+@options.job_context(*options.JOB, options.READ, options.WRITE)
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan, change nothing.")
 @click.option(
     "--rounds",

@@ -20,6 +20,7 @@ from jobs.output import Output, tell
 from jobs.spark import SparkCore, spark_session, start_spark
 from kafka_log_core.errors import KafkaLogError, ReadOnlyLogDirError, UsageError
 from kafka_log_core.format import compression
+from kafka_log_core.log import locks
 from kafka_log_core.log.listing import Listing, list_log_dirs
 from kafka_log_core.settings.config import ConfigSet
 from kafka_log_core.settings.log_dir_config import describe, resolve_log_dir_configs
@@ -106,6 +107,7 @@ class JobContext:
     master: str | None = None
     verbose: bool = False
     max_batch_bytes: int = compression.MAX_BATCH_BYTES  # --max-decompressed-batch-bytes (the READ group)
+    busy_timeout_s: float = locks.BUSY_TIMEOUT_S  # --busy-timeout (the WRITE group)
 
     def listing(self, *, writing: bool) -> Listing:
         """The partitions to work on; a mistake is said here, before Spark starts."""
@@ -115,10 +117,12 @@ class JobContext:
         return load_configs(self.log_dirs, self.sources)
 
     def options(self, **kw) -> JobOptions:
-        """The tasks' options: this run's time, rules and decompression limit, and the job's own (``kw``)."""
+        """The tasks' options: this run's time, rules, decompression limit and wait for a busy partition, and
+        the job's own (``kw``)."""
         return job_options(
             self.now_ms, require_high_watermark=self.require_high_watermark, recover=self.recover,
-            recover_truncating=self.recover_truncating, max_batch_bytes=self.max_batch_bytes, **kw,
+            recover_truncating=self.recover_truncating, max_batch_bytes=self.max_batch_bytes,
+            busy_timeout_s=self.busy_timeout_s, **kw,
         )  # fmt: skip
 
     def spark(self, app: str, conf: dict[str, str] | None = None):

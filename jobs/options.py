@@ -16,6 +16,7 @@ import click
 from jobs.context import ConfigSources, JobContext, topic_pattern
 from jobs.output import Output
 from kafka_log_core.format import compression
+from kafka_log_core.log import locks
 
 LOG_DIR_HELP = "A Kafka log.dirs entry (repeatable)."
 
@@ -60,6 +61,20 @@ max_batch_bytes_option = click.option(
     metavar="BYTES",
     help="The most one batch's records may decompress to: a larger batch is refused as a compression bomb would "
     "be (its partition fails, nothing changes); raise it for a topic whose batches are larger.",
+)
+
+
+# How long a job that writes waits for a partition another kafka-log-jobs job is writing (compact, retain:
+# the WRITE group). A dry run locks nothing and never waits.
+busy_timeout_option = click.option(
+    "--busy-timeout",
+    "busy_timeout_s",
+    type=click.FloatRange(min=0),
+    default=locks.BUSY_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for a partition another kafka-log-jobs job is writing before skipping it (a later "
+    "run takes it up); 0: skip it at once.",
 )
 
 
@@ -159,12 +174,14 @@ SPARK = [
     ),
 ]
 READ = [max_batch_bytes_option]  # compact, report, export: the jobs that decompress batches
+WRITE = [busy_timeout_option]  # compact, retain: the jobs that write
 JOB = [LOG_DIRS, CONFIG, RUN, OUTPUT, SPARK]  # compact, retain, report
 
 _SOURCES = ("conf_dir", "config_files", "topic_configs", "sets", "kafka_version", "assume_broker_defaults",
             "metadata_log_dirs")  # fmt: skip
 _SHARED = ("log_dirs", "topic_regex", *_SOURCES, "now_ms", "require_high_watermark", "no_recover",
-           "recover_truncating", "output", "report_path", "master", "verbose", "max_batch_bytes")  # fmt: skip
+           "recover_truncating", "output", "report_path", "master", "verbose", "max_batch_bytes",
+           "busy_timeout_s")  # fmt: skip
 
 
 def context_of(values: dict) -> JobContext:
@@ -181,6 +198,7 @@ def context_of(values: dict) -> JobContext:
         master=values.get("master"),
         verbose=values.get("verbose", False),
         max_batch_bytes=values.get("max_batch_bytes", compression.MAX_BATCH_BYTES),
+        busy_timeout_s=values.get("busy_timeout_s", locks.BUSY_TIMEOUT_S),
     )
 
 

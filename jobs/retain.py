@@ -44,7 +44,7 @@ def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]
 
 
 @click.command("retain")
-@options.job_context(*options.JOB)
+@options.job_context(*options.JOB, options.WRITE)
 @click.option("--dry-run", is_flag=True, help="Compute and print the plan, change nothing.")
 @click.option(
     "--force",

@@ -10,7 +10,9 @@ A running broker holds an exclusive POSIX record lock over the whole of ``<log.d
 * one byte per partition directory at ``2 + (56-bit digest of its inode number)``, exclusive: two jobs
   (or a retried / speculative Spark task) can never write the same partition at once, even under two
   names (a symlink, a bind mount, the log dir given under another path). The inode, not the device: on a
-  shared filesystem every host sees the same inode number, not the same device number.
+  shared filesystem every host sees the same inode number, not the same device number. A job that finds
+  the byte taken waits its turn (``--busy-timeout``), then plans from what the other left: two jobs
+  started together end as if run one after the other.
 * byte 1, exclusive, blocking: guards read-modify-write of the log-dir checkpoint files.
 
 POSIX locks die with the process, so a crashed job leaves nothing to clean up. They are also
@@ -42,6 +44,11 @@ from kafka_log_core.errors import LogDirLockedError, PartitionBusyError, ReadOnl
 from kafka_log_core.format.filenames import TopicPartition
 
 LOCK_FILE = ".lock"  # in every log dir; a running broker holds a lock on it
+
+#: How long a job that writes waits for a partition another job (or thread) is writing, by default; then it
+#: skips the partition. The holder ends by itself (a killed holder's lock dies with it): ten minutes cover a
+#: partition of several GiB being cleaned, and a job stuck behind a stopped one still ends.
+BUSY_TIMEOUT_S = 600.0
 
 _BROKER_BYTE = 0
 _CHECKPOINT_BYTE = 1
@@ -166,44 +173,61 @@ def broker_holds(log_dir: str | os.PathLike[str]) -> bool:
 
 
 @contextlib.contextmanager
-def partition_lock(log_dir: str | os.PathLike[str], tp: TopicPartition) -> Iterator[None]:
+def partition_lock(
+    log_dir: str | os.PathLike[str], tp: TopicPartition, wait_s: float = 0.0
+) -> Iterator[None]:
     """Hold the log dir against a broker and ``tp`` against other jobs, or raise LogDirLockedError
-    (PartitionBusyError when it is another job, or another thread of this one, that writes ``tp``)."""
+    (PartitionBusyError when it is another job, or another thread of this one, that writes ``tp`` and still
+    does after ``wait_s`` seconds: a job waits its turn, as the broker's retention waits for its cleaner)."""
     d = os.fspath(log_dir)  # paths as strings: this runs once per partition of a job that writes
     fd = _partition_lock_fd(d)
     key = _identity(fd)
     lock_path = os.path.join(d, LOCK_FILE)
     byte = _partition_byte(d, tp)
-
-    def busy() -> PartitionBusyError:
-        return PartitionBusyError(
-            f"partition {tp} in {d} is being written by another kafka-log-jobs process (lock on {lock_path}): "
-            "skipped, a later run takes it up"
-        )
-
     with _guard:
-        if (key, byte) in _held:
-            raise busy()
         if not _holders.get(key, 0) and not _try(fd, fcntl.LOCK_SH, _BROKER_BYTE):
             raise LogDirLockedError(
                 f"{lock_path} is locked by another process: a Kafka broker is running on this log dir; "
                 "stop it before running a job that writes"
             )
         _holders[key] = _holders.get(key, 0) + 1
-        _held.add((key, byte))
     try:
-        if not _try(fd, fcntl.LOCK_EX, byte):
-            raise busy()
+        if not _take(fd, (key, byte), wait_s):
+            waited = f"; waited {wait_s:g} s" if wait_s > 0 else ""
+            raise PartitionBusyError(
+                f"partition {tp} in {d} is being written by another kafka-log-jobs process (lock on {lock_path})"
+                f"{waited}: skipped, a later run takes it up"
+            )
         try:
             yield
         finally:
-            fcntl.lockf(fd, fcntl.LOCK_UN, 1, byte)
+            with _guard:
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, byte)
+                _held.discard((key, byte))
     finally:
         with _guard:
-            _held.discard((key, byte))
             _holders[key] -= 1
             if not _holders[key]:
                 fcntl.lockf(fd, fcntl.LOCK_UN, 1, _BROKER_BYTE)
+
+
+_BUSY_POLL_S = 0.05  # how often a job waiting for a partition asks again
+
+
+def _take(fd: int, held: tuple[tuple[int, int], int], wait_s: float) -> bool:
+    """The partition byte ``held[1]`` locked by this thread, asking again until ``wait_s`` seconds have
+    passed; False when another process, or another thread of this one, still holds it then."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with _guard:
+            if held not in _held:
+                if _try(fd, fcntl.LOCK_EX, held[1]):
+                    _held.add(held)
+                    return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(_BUSY_POLL_S, left))
 
 
 @contextlib.contextmanager

@@ -11,7 +11,8 @@ partitions go on.
 
 A task that writes plans under the partition's lock from what is on disk then (:func:`holding`): the
 checkpoint entries are read again, since another job may have cleaned or trimmed the partition after the
-driver's listing; a partition another job is writing is ``skipped`` with that reason. Every update of a
+driver's listing; a partition another job is writing is waited for (``JobOptions.busy_timeout_s``), and
+``skipped`` with that reason when the other job still writes it then. Every update of a
 log-dir checkpoint file is a read-modify-write under the log dir's checkpoint lock, so concurrent jobs on
 different partitions never lose each other's entries.
 """
@@ -68,6 +69,8 @@ class JobOptions:
     split_above: int | None = None  # compact: split rounds whose cleanable bytes exceed this (split_cleaning)
     # compact, report: the most one batch may decompress to
     max_batch_bytes: int = compression.MAX_BATCH_BYTES
+    # compact, retain: how long to wait for a partition another job is writing before skipping it
+    busy_timeout_s: float = locks.BUSY_TIMEOUT_S
 
     def log_start_offset_for(self, tp: TopicPartition) -> int | None:
         """The ``--log-start-offset`` the operator gave for this partition, if any."""
@@ -178,7 +181,7 @@ def holding(task: PartitionTask, opts: JobOptions) -> Iterator[PartitionTask]:
     if opts.dry_run:
         yield task
         return
-    with locks.partition_lock(task.log_dir, task.tp):
+    with locks.partition_lock(task.log_dir, task.tp, opts.busy_timeout_s):
         # an interrupted split run's scratch directory
         split_cleaning.remove_scratch(os.path.join(task.log_dir, task.tp.dir_name))
         yield dataclasses.replace(task, checkpoints=read_partition_checkpoints(task.log_dir, task.tp))

@@ -179,21 +179,45 @@ def test_a_plan_is_made_from_the_checkpoints_on_disk_under_the_lock_not_from_the
     assert _tree(twice) == _tree(once)
 
 
+def _compact_in_thread(log_dir: Path, busy_timeout_s: float) -> tuple[threading.Thread, list]:
+    seen: list = []
+    worker = threading.Thread(target=lambda: seen.append(compact_partition(
+        _task(log_dir, "orders", 0), load_config(None, [], [], ["cleanup.policy=compact"]),
+        JobOptions(now_ms=NOW, busy_timeout_s=busy_timeout_s))))  # fmt: skip
+    worker.start()
+    return worker, seen
+
+
 def test_a_partition_another_thread_writes_is_busy_too(tmp_path):
     """POSIX locks do not exclude the threads of one process: the lock module does."""
     from kafka_log_core.log import locks
 
     _orders(tmp_path)
-    tp = TopicPartition("orders", 0)
-    with locks.partition_lock(tmp_path, tp):
-        seen = []
-        worker = threading.Thread(target=lambda: seen.append(compact_partition(
-            _task(tmp_path, "orders", 0), load_config(None, [], [], ["cleanup.policy=compact"]),
-            JobOptions(now_ms=NOW))))  # fmt: skip
-        worker.start()
+    with locks.partition_lock(tmp_path, TopicPartition("orders", 0)):
+        worker, seen = _compact_in_thread(tmp_path, busy_timeout_s=0)
         worker.join()
     assert seen[0]["status"] == "skipped" and "being written by another" in seen[0]["reason"]
     assert read_records(tmp_path / "orders-0")[0] == (0, b"a", b"1")
+
+
+def test_a_thread_waits_for_the_partition_another_thread_writes(tmp_path):
+    """Within --busy-timeout, a task waits for the thread that holds its partition, then cleans it."""
+    from kafka_log_core.log import locks
+
+    _orders(tmp_path)
+    with locks.partition_lock(tmp_path, TopicPartition("orders", 0)):
+        worker, seen = _compact_in_thread(tmp_path, busy_timeout_s=600)
+        worker.join(timeout=0.5)
+        assert worker.is_alive() and not seen  # still waiting while the partition is held
+    worker.join()
+    assert seen[0]["status"] == "cleaned", seen
+    assert read_records(tmp_path / "orders-0")[0] != (0, b"a", b"1")  # the overwritten record is gone
+
+
+@pytest.mark.parametrize("job", ["compact", "retain"])
+def test_a_negative_busy_timeout_is_a_usage_error(tmp_path, job):
+    done = invoke(main, job, "--log-dir", tmp_path, "--busy-timeout", "-1")
+    assert done.exit_code == 2 and "--busy-timeout" in done.output, done.output
 
 
 def _update_many(log_dir: str, worker: int, partitions: int, rounds: int, start) -> None:
@@ -276,7 +300,7 @@ def _ours(line: str, log_dir: Path, job: str) -> bool:
 def test_jobs_started_together_on_one_log_dir_end_as_a_sequential_run(spark, tmp_path, jobs):
     """Real job processes started at the same instant on one log dir with many partitions, compact and
     retain mixed: the same bytes as one compact then one retain, every checkpoint entry there, each
-    partition written by exactly one job. On the way, each job's stderr holds only its own lines (notes
+    partition written by one job at a time (one that finds it held waits its turn). On the way, each job's stderr holds only its own lines (notes
     and one progress line per partition), Spark's start-up and log included -- but for the one given
     --verbose."""
     sequential, concurrent = tmp_path / "sequential", tmp_path / "concurrent"
@@ -292,8 +316,9 @@ def test_jobs_started_together_on_one_log_dir_end_as_a_sequential_run(spark, tmp
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for job, loud in zip(jobs, verbose, strict=True)]  # fmt: skip
     outcomes = [(proc.communicate(timeout=900), proc.returncode) for proc in procs]
-    for (_out, err), code in outcomes:
+    for (out, err), code in outcomes:
         assert code == 0, err[-3000:]
+        assert not [row for row in json.loads(out) if "being written by another" in (row["reason"] or "")]
     for job, loud, ((_out, err), _code) in zip(jobs, verbose, outcomes, strict=True):
         lines = err.splitlines()
         others = [line for line in lines if not _ours(line, concurrent, job)]

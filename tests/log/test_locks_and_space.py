@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -14,7 +17,7 @@ from kafka_log_core.rules import cleaner_segments
 from kafka_log_core.settings.config import load_config
 from kafka_log_core.work.tasks import JobOptions, PartitionTask, compact_partition
 from tests.hostile import another_process_holding
-from tests.logbuild import TS, batch, make_log
+from tests.logbuild import TS, batch, make_log, read_records
 
 NOW = TS + 3_600_000
 
@@ -30,36 +33,58 @@ def _layout(log_dir):
     return log_dir / "t-0"
 
 
-def _compact(log_dir):
+def _compact(log_dir, **options):
     configs = load_config(None, [], [], ["cleanup.policy=compact"])
     tp = TopicPartition("t", 0)
     task = PartitionTask(str(log_dir), "t", 0, LogDirState.read(log_dir).for_partition(tp))
-    return compact_partition(task, configs, JobOptions(now_ms=NOW))
+    return compact_partition(task, configs, JobOptions(now_ms=NOW, **options))
 
 
 def _snapshot(directory):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
 
 
+TAKE_T0 = textwrap.dedent("""
+    from kafka_log_core.log import locks
+    from kafka_log_core.format.filenames import TopicPartition
+    held = locks.partition_lock({log_dir!r}, TopicPartition("t", 0))
+    held.__enter__()
+""")
+
+
 def _another_job_on_t0(log_dir):
     """Another process running a job on t-0: holds our partition lock for the block."""
-    return another_process_holding(f"""
-        from kafka_log_core.log import locks
-        from kafka_log_core.format.filenames import TopicPartition
-        held = locks.partition_lock({str(log_dir)!r}, TopicPartition("t", 0))
-        held.__enter__()
-    """)
+    return another_process_holding(TAKE_T0.format(log_dir=str(log_dir)))
 
 
-def test_two_jobs_cannot_write_the_same_partition(tmp_path):
+@pytest.mark.parametrize("busy_timeout_s", [0, 0.3])
+def test_two_jobs_cannot_write_the_same_partition(tmp_path, busy_timeout_s):
+    """A job that finds the partition held past its --busy-timeout skips it: the other job's result stands."""
     d = _layout(tmp_path)
     before = _snapshot(d)
     with _another_job_on_t0(tmp_path):
-        row = _compact(tmp_path)
+        row = _compact(tmp_path, busy_timeout_s=busy_timeout_s)
         assert row["status"] == "skipped"  # the other job's result stands: nothing failed
         assert "being written by another kafka-log-jobs process" in row["reason"]
+        assert ("waited 0.3 s" in row["reason"]) == (busy_timeout_s > 0)
         assert _snapshot(d) == before
-    assert _compact(tmp_path)["status"] == "cleaned"  # the lock died with its process
+    assert _compact(tmp_path, busy_timeout_s=0)["status"] == "cleaned"  # the lock died with its process
+
+
+def test_a_job_waits_for_a_partition_another_job_is_writing_then_cleans_it(tmp_path):
+    """Two jobs started together end as one run after the other: the second waits its turn (by default up to
+    --busy-timeout), then plans from what the first left."""
+    _layout(tmp_path)
+    script = TAKE_T0.format(log_dir=str(tmp_path)) + "import time\nprint('held', flush=True)\ntime.sleep(1)\n"
+    other = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == b"held"
+        row = _compact(tmp_path)  # the other job still holds t-0 for about a second
+    finally:
+        other.kill()
+        other.wait()
+    assert row["status"] == "cleaned", row
+    assert read_records(tmp_path / "t-0") == [(1, b"b", b"1"), (2, b"a", b"2"), (3, b"c", b"1")]
 
 
 def test_running_out_of_space_mid_rewrite_keeps_the_original(tmp_path, monkeypatch):
