@@ -333,13 +333,29 @@ _START_TIMES: list[tuple[str, float]] = []
 _LIVE_BROKERS: set[KafkaBroker] = set()
 
 
+def _worker_share() -> tuple[int, int]:
+    """(this pytest-xdist worker's index, the number of workers); (0, 1) in a single process."""
+    worker, count = (
+        os.environ.get("PYTEST_XDIST_WORKER", ""),
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"),
+    )
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    return index, max(int(count) if count.isdigit() else 1, 1)
+
+
 def _free_ports(count: int) -> list[int]:
+    """``count`` ports free now, each ``index`` modulo the number of pytest-xdist workers: two workers never
+    pick the same port for their brokers in the moment between this check and the broker's bind."""
+    index, workers = _worker_share()
     socks = []
     try:
-        for _ in range(count):
+        while len(socks) < count:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
-            socks.append(s)
+            if s.getsockname()[1] % workers == index:
+                socks.append(s)
+            else:
+                s.close()
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
