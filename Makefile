@@ -8,6 +8,9 @@ SAMPLE ?= sample/logs
 SAMPLE_CONF ?= sample/conf
 NOW_MS ?= 1767225600000
 PYTEST_ARGS ?=
+# `make test` runs in this many pytest processes (pytest-xdist; 0: one process, as `make test-unit` runs).
+# Each test file stays in one process (--dist loadfile), so a module's broker or data set is made once.
+TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 
@@ -31,7 +34,7 @@ dist: $(STAMP) ## wheel + executors' Python environment archive in dist/ (rebuil
 	$(VENV)/bin/kafka-log-jobs package --out dist
 
 test: $(STAMP) browser dist ## run the whole suite (core, Spark, a Spark cluster, real Kafka broker)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # No broker, no Spark, no cluster, no slow case: nothing is downloaded (the broker's jars and Spark's
 # packages come from Maven Central) and no JVM starts, so it runs offline in a few minutes.

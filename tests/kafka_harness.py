@@ -137,6 +137,9 @@ SMALL_BATCH_BYTES = 1024
 BROKER_HEAP = "-Xmx512m"
 _JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Djava.awt.headless=true")
 _STAMP_NAME = ".complete"
+#: One Maven at a time fills the local repository (~/.m2) that every pom here and every worktree shares, so
+#: two pytest processes (``make test`` runs two) never download the same artifact at once.
+RESOLVE_LOCK = Path.home() / ".m2" / "kafka-log-jobs-resolve.lock"
 #: Exit codes of a broker JVM that shut down through its hooks: 143 = 128 + SIGTERM, after a clean stop.
 CLEAN_EXIT_CODES = (0, 143)
 
@@ -204,13 +207,15 @@ def resolve_jars(
     named ``expected``... among them); ``pinned``: a property given to Maven (-Dname=value).
 
     The stamp file in ``lib_dir`` records the pom's SHA-256 and the jar names; a changed pom or a missing
-    jar triggers a fresh copy. Downloads are cached in ~/.m2. Safe to call from parallel sessions.
+    jar triggers a fresh copy. Downloads are cached in ~/.m2. Safe to call from parallel sessions: one
+    resolution at a time (:data:`RESOLVE_LOCK`).
     """
     digest = _pom_digest(pom, None if pinned is None else pinned[1])
     if _jars_complete(lib_dir, digest):
         return lib_dir
     lib_dir.parent.mkdir(parents=True, exist_ok=True)
-    with open(lib_dir.parent / ".resolve.lock", "w") as lock:
+    RESOLVE_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(RESOLVE_LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _jars_complete(lib_dir, digest):
             return lib_dir
@@ -328,13 +333,29 @@ _START_TIMES: list[tuple[str, float]] = []
 _LIVE_BROKERS: set[KafkaBroker] = set()
 
 
+def _worker_share() -> tuple[int, int]:
+    """(this pytest-xdist worker's index, the number of workers); (0, 1) in a single process."""
+    worker, count = (
+        os.environ.get("PYTEST_XDIST_WORKER", ""),
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"),
+    )
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    return index, max(int(count) if count.isdigit() else 1, 1)
+
+
 def _free_ports(count: int) -> list[int]:
+    """``count`` ports free now, each ``index`` modulo the number of pytest-xdist workers: two workers never
+    pick the same port for their brokers in the moment between this check and the broker's bind."""
+    index, workers = _worker_share()
     socks = []
     try:
-        for _ in range(count):
+        while len(socks) < count:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
-            socks.append(s)
+            if s.getsockname()[1] % workers == index:
+                socks.append(s)
+            else:
+                s.close()
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
@@ -1103,6 +1124,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if {"kafka_broker", "kafka_jars", "kafka3_jars"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.broker)
+
+
+def pytest_sessionfinish(session) -> None:
+    """In a pytest-xdist worker: hand this process's broker start times to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["kafka_start_times"] = list(_START_TIMES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """In the pytest-xdist controller: gather the start times of a worker that finished."""
+    _START_TIMES.extend(
+        tuple(item) for item in getattr(node, "workeroutput", {}).get("kafka_start_times", ())
+    )
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
