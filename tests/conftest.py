@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +44,10 @@ def spark():
     conf = {**packages.packages_conf(wanted), **packages.extensions_conf(delta=True, iceberg=True)}
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    # `make test` runs two pytest processes: one resolves the packages into ~/.ivy2 at a time (on a fresh
+    # machine both would download and copy the same jars at once).
+    with open(Path.home() / ".ivy2" / "kafka-log-jobs-session.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        session = builder.getOrCreate()
     yield session
     session.stop()
