@@ -345,18 +345,21 @@ def _worker_share() -> tuple[int, int]:
 
 def _free_ports(count: int) -> list[int]:
     """``count`` ports free now, each ``index`` modulo the number of pytest-xdist workers: two workers never
-    pick the same port for their brokers in the moment between this check and the broker's bind."""
+    pick the same port for their brokers in the moment between this check and the broker's bind. Every
+    socket stays bound until the end (the kernel may offer a port just closed again), so each bind is a new
+    port and about ``count * workers`` binds are enough."""
     index, workers = _worker_share()
-    socks = []
+    socks: list[socket.socket] = []
     try:
-        while len(socks) < count:
+        ports: list[int] = []
+        while len(ports) < count:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
             s.bind(("127.0.0.1", 0))
-            if s.getsockname()[1] % workers == index:
-                socks.append(s)
-            else:
-                s.close()
-        return [s.getsockname()[1] for s in socks]
+            port = s.getsockname()[1]
+            if port % workers == index:
+                ports.append(port)
+        return ports
     finally:
         for s in socks:
             s.close()
