@@ -203,10 +203,11 @@ def bind_mount(source: Path, target: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def another_process_holding(take: str) -> Iterator[None]:
+def another_process_holding(take: str, hold_s: float = 120) -> Iterator[None]:
     """Another process that runs ``take`` (Python statements that take a lock and keep what holds it in a
-    module-level name) and keeps the lock for the block; killed after it (its POSIX locks die with it)."""
-    script = textwrap.dedent(take) + "\nimport time\nprint('held', flush=True)\ntime.sleep(120)\n"
+    module-level name) and keeps the lock for the block, or until it ends by itself after ``hold_s`` seconds;
+    killed after the block (its POSIX locks die with it)."""
+    script = textwrap.dedent(take) + f"\nimport time\nprint('held', flush=True)\ntime.sleep({hold_s})\n"
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
         if child.stdout is None or child.stdout.readline().strip() != b"held":

@@ -300,9 +300,9 @@ def _ours(line: str, log_dir: Path, job: str) -> bool:
 def test_jobs_started_together_on_one_log_dir_end_as_a_sequential_run(spark, tmp_path, jobs):
     """Real job processes started at the same instant on one log dir with many partitions, compact and
     retain mixed: the same bytes as one compact then one retain, every checkpoint entry there, each
-    partition written by one job at a time (one that finds it held waits its turn). On the way, each job's stderr holds only its own lines (notes
-    and one progress line per partition), Spark's start-up and log included -- but for the one given
-    --verbose."""
+    partition written by one job at a time (one that finds it held waits its turn). On the way, each job's
+    stderr holds only its own lines (notes and one progress line per partition), Spark's start-up and log
+    included -- but for the one given --verbose."""
     sequential, concurrent = tmp_path / "sequential", tmp_path / "concurrent"
     _busy_log_dir(sequential)
     shutil.copytree(sequential, concurrent)

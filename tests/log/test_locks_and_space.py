@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -75,14 +73,8 @@ def test_a_job_waits_for_a_partition_another_job_is_writing_then_cleans_it(tmp_p
     """Two jobs started together end as one run after the other: the second waits its turn (by default up to
     --busy-timeout), then plans from what the first left."""
     _layout(tmp_path)
-    script = TAKE_T0.format(log_dir=str(tmp_path)) + "import time\nprint('held', flush=True)\ntime.sleep(1)\n"
-    other = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
-    try:
-        assert other.stdout is not None and other.stdout.readline().strip() == b"held"
+    with another_process_holding(TAKE_T0.format(log_dir=str(tmp_path)), hold_s=1):
         row = _compact(tmp_path)  # the other job still holds t-0 for about a second
-    finally:
-        other.kill()
-        other.wait()
     assert row["status"] == "cleaned", row
     assert read_records(tmp_path / "t-0") == [(1, b"b", b"1"), (2, b"a", b"2"), (3, b"c", b"1")]
 
