@@ -615,7 +615,10 @@ def _mixed_segments(seed: int) -> tuple[dict[int, list[bytes]], list[tuple[int, 
             n = rng.choice([1, 1, 5])
             kvs = [(f"k{rng.randrange(100)}", None if rng.random() < 0.05 else "v") for _ in range(n)]
             if rng.random() < 0.1:
-                out += [batch(offset, kvs, pid=50, epoch=0, seq=offset, txn=True), marker(offset + n, False, 50)]
+                out += [
+                    batch(offset, kvs, pid=50, epoch=0, seq=offset, txn=True),
+                    marker(offset + n, False, 50),
+                ]
                 aborted.append((offset, offset + n))
                 offset += n + 1
             else:
