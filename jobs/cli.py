@@ -15,6 +15,7 @@ from jobs import compact, export, options, package, report, retain
 from jobs.context import topic_pattern
 from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.javacompat import parse_java_integer
+from kafka_log_core.tools.coordinator_records import OFFSETS, TRANSACTION_LOG
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -128,6 +129,16 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str, 
     help="Largest batch read at an offset-index position.",
 )
 @click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
+@click.option(
+    "--offsets-decoder",
+    is_flag=True,
+    help="Decode __consumer_offsets records (classic groups) as JSON (implies --print-data-log).",
+)
+@click.option(
+    "--transaction-log-decoder",
+    is_flag=True,
+    help="Decode __transaction_state records as JSON (implies --print-data-log).",
+)
 @options.max_batch_bytes_option
 def dump(
     files: tuple[str, ...],
@@ -138,6 +149,8 @@ def dump(
     max_bytes: int,
     max_message_size: int,
     skip_record_metadata: bool,
+    offsets_decoder: bool,
+    transaction_log_decoder: bool,
     max_batch_bytes: int,
 ) -> None:
     """Print segment files exactly as Kafka's kafka-dump-log does.
@@ -145,9 +158,12 @@ def dump(
     A file that cannot be read gets one "error:" line on stderr; the other files are still dumped and
     the exit status is 1.
     """
+    # kafka-dump-log takes the offsets decoder first when both are given
+    decoder = OFFSETS if offsets_decoder else TRANSACTION_LOG if transaction_log_decoder else ""
     options = DumpOptions(
         deep_iteration=deep_iteration,
-        print_data_log=print_data_log,
+        print_data_log=print_data_log or bool(decoder),
+        decoder=decoder,
         verify_index_only=verify_index_only,
         index_sanity_check=index_sanity_check,
         max_bytes=max_bytes,

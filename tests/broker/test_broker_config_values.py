@@ -1,7 +1,8 @@
-"""Topic setting values the jobs accept or refuse, judged by Kafka's own ``LogConfig`` (the ``ConfigDef``
-validators a broker applies to a topic's configs) from the jars of 4.4.0 and 3.9.1: a one-file Java
-program builds a ``LogConfig`` from each value, and our loader reads the same value from a topic file
-with that release's rules."""
+"""Setting values the jobs accept or refuse, judged by Kafka's own classes from the jars of 4.4.0 and 3.9.1:
+a one-file Java program builds a topic's ``LogConfig`` from each topic value, or a broker's
+``KafkaConfig`` and then its default ``LogConfig`` (what the broker checks at start-up) from each broker
+value; our loader reads the same value from a topic file or a broker properties file with that release's
+rules."""
 
 from __future__ import annotations
 
@@ -20,14 +21,27 @@ import java.util.Map;
 
 public class CheckLogConfig {
     public static void main(String[] args) {
-        for (String line : args) {
+        boolean broker = args[0].equals("broker");
+        for (String line : java.util.Arrays.copyOfRange(args, 1, args.length)) {
             int eq = line.indexOf('=');
             Map<String, String> props = new HashMap<>();
+            if (broker) {
+                props.put("process.roles", "broker,controller");
+                props.put("node.id", "1");
+                props.put("controller.quorum.voters", "1@localhost:9093");
+                props.put("listeners", "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093");
+                props.put("controller.listener.names", "CONTROLLER");
+            }
             props.put(line.substring(0, eq), line.substring(eq + 1));
             try {
-                new org.apache.kafka.storage.internals.log.LogConfig(props);
+                if (broker) {
+                    new org.apache.kafka.storage.internals.log.LogConfig(
+                        new kafka.server.KafkaConfig(props).extractLogConfigMap());
+                } else {
+                    new org.apache.kafka.storage.internals.log.LogConfig(props);
+                }
                 System.out.println("accepted");
-            } catch (org.apache.kafka.common.config.ConfigException e) {
+            } catch (RuntimeException e) {  // ConfigException, and IllegalArgumentException from require(...)
                 System.out.println("refused");
             }
         }
@@ -79,10 +93,49 @@ VALUES = [
 ]
 
 
-def _ours(tmp_path, line: str, version: KafkaVersion) -> str:
+BROKER_VALUES = [
+    "log.retention.hours=-5",
+    "log.retention.minutes=0",
+    "log.retention.ms=0",
+    "log.retention.ms=-2",
+    "log.retention.bytes=-7",
+    "log.roll.hours=0",
+    "log.roll.ms=0",
+    "log.roll.jitter.hours=-1",
+    "log.roll.jitter.ms=-1",
+    "log.segment.bytes=14",
+    "log.segment.bytes=1048575",
+    "log.segment.bytes=1048576",
+    "log.index.size.max.bytes=3",
+    "log.index.interval.bytes=-1",
+    "log.cleaner.delete.retention.ms=-1",
+    "log.cleaner.min.compaction.lag.ms=-1",
+    "log.cleaner.max.compaction.lag.ms=0",
+    "log.cleaner.min.cleanable.ratio=1.5",
+    "log.segment.delete.delay.ms=-1",
+    "message.max.bytes=-1",
+    "log.preallocate=maybe",
+    "log.message.timestamp.type=Foo",
+    "compression.type=none",
+    "log.cleanup.policy=compact,compact",
+    "log.cleanup.policy=",
+    "log.cleaner.enable=maybe",
+    "log.cleaner.dedupe.buffer.size=1048576",
+    "log.cleaner.dedupe.buffer.size=1048577",
+    "log.cleaner.io.buffer.size=-1",
+    "log.cleaner.backoff.ms=-1",
+    "log.retention.check.interval.ms=0",
+    "producer.id.expiration.ms=0",
+    "offsets.topic.segment.bytes=0",
+    "transaction.state.log.segment.bytes=0",
+]
+
+
+def _ours(tmp_path, line: str, version: KafkaVersion, broker: bool = False) -> str:
     conf = tmp_path / "conf"
     (conf / "topics").mkdir(parents=True, exist_ok=True)
-    (conf / "topics" / "orders.properties").write_text(line + "\n", encoding="latin-1")
+    (conf / "topics" / "orders.properties").write_text("" if broker else line + "\n", encoding="latin-1")
+    (conf / "broker.properties").write_text(line + "\n" if broker else "", encoding="latin-1")
     try:
         load_config(conf, version=version)
     except ConfigError:
@@ -95,10 +148,26 @@ def test_topic_values_are_accepted_and_refused_as_kafkas_log_config_does(tmp_pat
     lib_dir = request.getfixturevalue(jars)
     source = tmp_path / "CheckLogConfig.java"
     source.write_text(CHECK)
-    proc = run_java_source(source, *VALUES, lib_dir=lib_dir)
+    proc = run_java_source(source, "topic", *VALUES, lib_dir=lib_dir)
     assert proc.returncode == 0, proc.stderr
     theirs = proc.stdout.split()
     assert len(theirs) == len(VALUES) and "accepted" in theirs and "refused" in theirs
     version = KafkaVersion.parse(release.version)
     ours = [_ours(tmp_path, line, version) for line in VALUES]
     assert dict(zip(VALUES, ours, strict=True)) == dict(zip(VALUES, theirs, strict=True))
+
+
+@pytest.mark.parametrize(("release", "jars"), [(KAFKA_4, "kafka_jars"), (KAFKA_3, "kafka3_jars")])
+def test_broker_values_are_accepted_and_refused_as_kafkas_broker_config_does(
+    tmp_path, request, release, jars
+):
+    lib_dir = request.getfixturevalue(jars)
+    source = tmp_path / "CheckLogConfig.java"
+    source.write_text(CHECK)
+    proc = run_java_source(source, "broker", *BROKER_VALUES, lib_dir=lib_dir)
+    assert proc.returncode == 0, proc.stderr
+    theirs = proc.stdout.split()
+    assert len(theirs) == len(BROKER_VALUES) and "accepted" in theirs and "refused" in theirs
+    version = KafkaVersion.parse(release.version)
+    ours = [_ours(tmp_path, line, version, broker=True) for line in BROKER_VALUES]
+    assert dict(zip(BROKER_VALUES, ours, strict=True)) == dict(zip(BROKER_VALUES, theirs, strict=True))
