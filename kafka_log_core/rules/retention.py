@@ -11,7 +11,9 @@ Plan, then apply:
   empty last segment. The rule's prefix then leaves the list and the log start offset moves to the next
   base (D5) before the next rule runs. If a rule would take every segment, a new empty segment is rolled
   at the LEO first (D4), so the LEO never changes. ``log_start_offset_override`` is DeleteRecords: it
-  raises the log start offset (never lowers it; above the HW is refused) before the first rule.
+  raises the log start offset (never lowers it; above the HW is refused; -1 means the HW) before the
+  first rule, and is refused on a topic whose ``cleanup.policy`` lacks ``delete``, as Kafka refuses it
+  (``Partition.deleteRecordsOnLeader``).
 * :func:`apply_retention` carries a plan out in an order where a crash at any point leaves a directory
   that the loader (``leftovers``) and a rerun bring to the uninterrupted result:
 
@@ -84,6 +86,9 @@ RETENTION_BYTES = "retention.bytes"
 LOG_START_OFFSET = "log start offset"
 GUARD_MIN_RETENTION_MS = 3_600_000  # below one hour needs --force
 FORCE_FLAG = "--force"
+DELETE_RECORDS_HIGH_WATERMARK = (
+    -1
+)  # DeleteRecordsRequest.HIGH_WATERMARK: the offset -1 means the high watermark
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log end offset (no replication-offset-checkpoint entry)"
 
@@ -252,6 +257,14 @@ def plan_retention(
     hw_source = HW_FROM_CHECKPOINT if log.high_watermark_from_checkpoint else HW_FROM_LOG_END
     walk = _Walk(log, now_ms, log.log_start_offset, hw)
     if log_start_offset_override is not None:
+        if not cfg.delete:  # Partition.deleteRecordsOnLeader: PolicyViolationException
+            policy = ",".join(sorted(cfg.cleanup_policy)) or "(empty)"
+            raise UsageError(
+                f"--log-start-offset {log.tp}={log_start_offset_override}: cleanup.policy={policy} does not "
+                f"include delete; Kafka refuses DeleteRecords on such a topic (the configured policy)"
+            )
+        if log_start_offset_override == DELETE_RECORDS_HIGH_WATERMARK:
+            log_start_offset_override = hw
         if log_start_offset_override < 0 or log_start_offset_override > hw:
             raise UsageError(
                 f"--log-start-offset {log.tp}={log_start_offset_override}: expected an offset from 0 to the "
