@@ -234,13 +234,24 @@ class _Walk:
         self.run(RETENTION_MS, expired)
 
 
+NO_CLEANER = "compacted topic and log.cleaner.enable=false: the broker applies no retention"
+
+
+def applies_rules(cfg: LogConfig, broker: BrokerConfig) -> bool:
+    """Whether the broker deletes segments of this log at all (rule D0): not a compacted topic's on a
+    broker whose cleaner is disabled (its retention thread skips compacted logs, and no cleaner thread
+    runs)."""
+    return not (cfg.compact and not broker.log_cleaner_enable)
+
+
 def no_retention_reason(
     cfg: LogConfig, broker: BrokerConfig, log_start_offset_override: int | None
 ) -> str | None:
     """Why the broker applies no retention to this log at all (rule D0), or None: a compacted topic on a
-    broker whose cleaner is disabled is left alone -- unless the operator moves the log start offset."""
-    if cfg.compact and not broker.log_cleaner_enable and log_start_offset_override is None:
-        return "compacted topic and log.cleaner.enable=false: the broker applies no retention"
+    broker whose cleaner is disabled is left alone -- unless the operator moves the log start offset
+    (DeleteRecords moves it; no segment is deleted: plan with ``segment_rules=applies_rules(...)``)."""
+    if not applies_rules(cfg, broker) and log_start_offset_override is None:
+        return NO_CLEANER
     return None
 
 
@@ -251,8 +262,11 @@ def plan_retention(
     *,
     log_start_offset_override: int | None = None,
     force: bool = False,
+    segment_rules: bool = True,
 ) -> RetentionPlan:
-    """What ``deleteOldSegments`` would delete now; SafetyGuardError unless the guard passes or ``force``."""
+    """What ``deleteOldSegments`` would delete now; SafetyGuardError unless the guard passes or ``force``.
+    Without ``segment_rules`` (see :func:`applies_rules`) only ``log_start_offset_override`` moves the log
+    start offset and no segment is deleted."""
     hw = log.high_watermark
     hw_source = HW_FROM_CHECKPOINT if log.high_watermark_from_checkpoint else HW_FROM_LOG_END
     walk = _Walk(log, now_ms, log.log_start_offset, hw)
@@ -276,8 +290,11 @@ def plan_retention(
                 f"{walk.log_start}: ignored, the log start offset never moves back"
             )
         walk.log_start = max(walk.log_start, log_start_offset_override)
-    walk.start_offset_rule()
-    if cfg.delete:
+    if segment_rules:
+        walk.start_offset_rule()
+    else:
+        walk.warnings.append(f"{NO_CLEANER}: the log start offset moves, no segment is deleted")
+    if cfg.delete and segment_rules:
         walk.size_rule(cfg.retention_bytes)
         walk.time_rule(cfg.retention_ms)
     violations = []

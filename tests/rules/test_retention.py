@@ -35,7 +35,7 @@ from kafka_log_core.rules.retention import (
     plan_retention,
     update_log_dir_checkpoints,
 )
-from kafka_log_core.settings.config import LogConfig
+from kafka_log_core.settings.config import BrokerConfig, LogConfig
 from tests.logbuild import TS, batch, make_log
 
 TP = TopicPartition("t", 0)
@@ -222,6 +222,22 @@ def test_log_start_override_is_refused_without_delete_in_the_policy(tmp_path, po
         plan_retention(open_log(tmp_path), cfg(policy), NOW, log_start_offset_override=6)
     both = plan_retention(open_log(tmp_path), cfg(COMPACT | DELETE), NOW, log_start_offset_override=6)
     assert both.new_log_start_offset == 6 and both.deleted_base_offsets == (0,)
+
+
+def test_delete_records_on_a_compact_delete_topic_with_the_cleaner_disabled_deletes_no_segment(tmp_path):
+    # LogManager.cleanupLogs skips compacted logs when there is no cleaner (log.cleaner.enable=false), so
+    # DeleteRecords only moves the log start offset (maybeIncrementLogStartOffset); expired segments stay
+    build(tmp_path, {0: seg(0, 5, OLD), 5: seg(5, 5, OLD), 10: seg(10, 5, NEW)}, hw=15)
+    config, broker = cfg(COMPACT | DELETE), BrokerConfig(log_cleaner_enable=False)
+    assert retention.no_retention_reason(config, broker, None) is not None
+    assert retention.no_retention_reason(config, broker, 7) is None
+    result = run(
+        tmp_path, config, log_start_offset_override=7, segment_rules=retention.applies_rules(config, broker)
+    )
+    assert result.plan.deletions == () and result.new_log_start_offset == 7
+    assert "no segment is deleted" in result.plan.warnings[0]
+    assert checkpoints.read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {TP: 7}
+    assert live_bases(tmp_path / "t-0") == [0, 5, 10]
 
 
 # ============================================================================================ high watermark
