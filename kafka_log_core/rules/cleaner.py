@@ -393,7 +393,7 @@ def clean_log(
         except BaseException:
             out.abort()
             raise
-        replace_segments(log.directory, new_paths, group[0].base_offset, group)
+        replace_segments(log.directory, new_paths, group[0].base_offset, group, last=group is groups[-1])
     return CleanResult(
         plan, True, end_offset, result.full, offset_map.utilization, CleanStats.from_state(st), len(groups),
         int((time.monotonic() - started) * 1000),
