@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from jobs import compact, export, options, package, report, retain
+from jobs.context import topic_pattern
 from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.javacompat import parse_java_integer
 from kafka_log_core.tools.coordinator_records import OFFSETS, TRANSACTION_LOG
@@ -89,6 +90,7 @@ def offsets(
     when = TIME_NAMES[timestamp] if timestamp in TIME_NAMES else parse_java_integer(timestamp)
     if when is None or when < EARLIEST_PENDING_UPLOAD:
         raise click.BadParameter(f"{timestamp!r} is not {expected}", param_hint="'--time'")
+    topic_pattern(topic_regex)  # a regex that does not compile: the usage error every job gives
     try:
         chosen = partition_selection(topic_regex, partitions, topic_partitions, exclude_internal_topics)
     except KafkaLogError as err:
