@@ -44,7 +44,7 @@ def store_put(store, sst, rec, dig, r0, r1, pos):
 
 
 @njit(cache=True, inline="always")
-def stored_batch(store, row, pos):
-    """Whether row ``row`` of the store is the record of the batch at ``pos`` and not a tombstone (the
-    store has STORE_WORDS)."""
-    return store[row, S_BATCH] == np.uint64(pos * 2)
+def stored_batch(store, row):
+    """(position of the batch, tombstone) of the record of row ``row`` (a store of STORE_WORDS)."""
+    word = store[row, S_BATCH]
+    return np.int64(word >> np.uint64(1)), (word & np.uint64(1)) != 0
