@@ -14,6 +14,8 @@ import click
 from jobs import compact, export, options, package, report, retain
 from jobs.context import topic_pattern
 from kafka_log_core.errors import KafkaLogError, describe_os_error
+from kafka_log_core.javacompat import parse_java_integer
+from kafka_log_core.tools.coordinator_records import OFFSETS, TRANSACTION_LOG
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -47,25 +49,25 @@ main.add_command(export.command)
     "timestamp",
     default="-1",
     show_default=True,
-    help="-1 latest, -2 earliest, -3 max timestamp, or a timestamp in ms.",
+    help="-1 or latest, -2 or earliest, -3 or max-timestamp, -4 or earliest-local, -5 or latest-tiered, "
+    "-6 or earliest-pending-upload, or a timestamp in ms (kafka-get-offsets' --time).",
 )
 @options.max_batch_bytes_option
 def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str, max_batch_bytes: int) -> None:
-    """Offsets per partition as kafka-get-offsets prints them (topic:partition:offset), from the indexes."""
+    """Offsets per partition as kafka-get-offsets prints them (topic:partition:offset), from the indexes:
+    sorted by ``topic-partition`` as text, and no line for a partition without an answer (a timestamp
+    after its last record, an empty log's max timestamp), as kafka-get-offsets leaves it out."""
     from kafka_log_core.log.listing import log_dir_partitions
     from kafka_log_core.log.partition_log import LogDirState, PartitionLog
-    from kafka_log_core.tools.offsets import offset_for_time
+    from kafka_log_core.tools.offsets import EARLIEST_PENDING_UPLOAD, TIME_NAMES, offset_for_time
 
-    try:
-        when = int(timestamp)
-    except ValueError:
-        raise click.BadParameter(
-            f"{timestamp!r} is not -1, -2, -3 or a timestamp in ms", param_hint="'--time'"
-        ) from None
-    if when < -3:
-        raise click.BadParameter(f"{when} is not -1, -2, -3 or a timestamp in ms", param_hint="'--time'")
+    expected = "-1 to -6, " + ", ".join(TIME_NAMES) + " or a timestamp in ms"
+    when = TIME_NAMES[timestamp] if timestamp in TIME_NAMES else parse_java_integer(timestamp)
+    if when is None or when < EARLIEST_PENDING_UPLOAD:
+        raise click.BadParameter(f"{timestamp!r} is not {expected}", param_hint="'--time'")
     pattern = topic_pattern(topic_regex)
     failed = 0
+    found_offsets: dict[str, str] = {}  # kafka-get-offsets orders by TopicPartition.toString()
     for log_dir in log_dirs:
         try:
             state = LogDirState.read(log_dir)
@@ -87,7 +89,10 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str, 
                 click.echo(f"error: {describe_os_error(err)}", err=True)
                 failed += 1
                 continue
-            click.echo(f"{tp.topic}:{tp.partition}:{'' if found is None else found}")
+            if found is not None:
+                found_offsets[str(tp)] = f"{tp.topic}:{tp.partition}:{found}"
+    for key in sorted(found_offsets):
+        click.echo(found_offsets[key])
     if failed:
         raise SystemExit(1)
 
@@ -124,6 +129,16 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str, 
     help="Largest batch read at an offset-index position.",
 )
 @click.option("--skip-record-metadata", is_flag=True, help="Print only keys and payloads of data records.")
+@click.option(
+    "--offsets-decoder",
+    is_flag=True,
+    help="Decode __consumer_offsets records (classic groups) as JSON (implies --print-data-log).",
+)
+@click.option(
+    "--transaction-log-decoder",
+    is_flag=True,
+    help="Decode __transaction_state records as JSON (implies --print-data-log).",
+)
 @options.max_batch_bytes_option
 def dump(
     files: tuple[str, ...],
@@ -134,6 +149,8 @@ def dump(
     max_bytes: int,
     max_message_size: int,
     skip_record_metadata: bool,
+    offsets_decoder: bool,
+    transaction_log_decoder: bool,
     max_batch_bytes: int,
 ) -> None:
     """Print segment files exactly as Kafka's kafka-dump-log does.
@@ -141,9 +158,12 @@ def dump(
     A file that cannot be read gets one "error:" line on stderr; the other files are still dumped and
     the exit status is 1.
     """
+    # kafka-dump-log takes the offsets decoder first when both are given
+    decoder = OFFSETS if offsets_decoder else TRANSACTION_LOG if transaction_log_decoder else ""
     options = DumpOptions(
         deep_iteration=deep_iteration,
-        print_data_log=print_data_log,
+        print_data_log=print_data_log or bool(decoder),
+        decoder=decoder,
         verify_index_only=verify_index_only,
         index_sanity_check=index_sanity_check,
         max_bytes=max_bytes,

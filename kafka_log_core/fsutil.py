@@ -88,10 +88,12 @@ class WriteFile:
     """A file created (or truncated) for writing whose every failure names it and the operation
     (:func:`naming`), for outputs written in pieces (a ``.cleaned`` segment)."""
 
-    def __init__(self, path: StrPath) -> None:
+    def __init__(self, path: StrPath, mode: int | None = None) -> None:
+        """``mode``: the new file's permission bits (before the umask), else ``open``'s."""
         self.path = os.fspath(path)
+        opener = None if mode is None else (lambda name, flags: os.open(name, flags, mode))
         with naming(self.path, "creating"):
-            self._f = open(self.path, "wb")  # closed by close()
+            self._f = open(self.path, "wb", opener=opener)  # closed by close()
         self._sent = 0  # bytes whose writeback was started
 
     @property

@@ -325,6 +325,27 @@ def run_kafka_configs(
     return proc
 
 
+def run_java_source(
+    source: Path, *args: str, lib_dir: Path = LIB_DIR, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run the one-file Java program ``source`` (the launcher compiles it) with a release's jars on the
+    class path: Kafka's own classes judge what a test asks (``LogConfig``'s validators, say)."""
+    cmd = _java(lib_dir, str(source), *args, log4j_config=_tools_log4j_config(lib_dir))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def run_get_offsets(
+    bootstrap: str, *args: str, lib_dir: Path = LIB_DIR, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run Kafka's own ``kafka-get-offsets`` (``GetOffsetShell``) against ``bootstrap`` with ``args``
+    (e.g. ``"--topic", "t", "--time", "-3"``); the caller checks ``returncode`` and reads ``stdout``."""
+    cmd = _java(
+        lib_dir, "org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", bootstrap, *args,
+        log4j_config=_tools_log4j_config(lib_dir),
+    )  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
 # --------------------------------------------------------------------------------------------------
 # The broker process
 # --------------------------------------------------------------------------------------------------

@@ -50,14 +50,15 @@ def mark_deleted(directory: Path, base: int, suffixes: Sequence[str] = SEGMENT_F
     return targets
 
 
-def remove_deleted(directory: Path, paths: Sequence[Path]) -> list[str]:
-    """Delete ``.deleted`` files (those still there) and fsync the directory; the names removed, without
-    the marker."""
-    return [path.name[: -len(DELETED_MARKER)] for path in delete_files(directory, paths)]
+def remove_deleted(directory: Path, paths: Sequence[Path], sync: bool = True) -> list[str]:
+    """Delete ``.deleted`` files (those still there) and fsync the directory (unless ``sync`` is False);
+    the names removed, without the marker."""
+    return [path.name[: -len(DELETED_MARKER)] for path in delete_files(directory, paths, sync)]
 
 
-def delete_files(directory: Path, paths: Sequence[Path]) -> list[Path]:
-    """Delete these files of ``directory`` (those still there), then fsync it; the paths deleted."""
+def delete_files(directory: Path, paths: Sequence[Path], sync: bool = True) -> list[Path]:
+    """Delete these files of ``directory`` (those still there), then fsync it (unless ``sync`` is False);
+    the paths deleted."""
     removed = []
     for path in paths:
         try:
@@ -65,7 +66,7 @@ def delete_files(directory: Path, paths: Sequence[Path]) -> list[Path]:
         except FileNotFoundError:
             continue
         removed.append(path)
-    if paths:
+    if paths and sync:
         fsutil.fsync_dir(directory)
     return removed
 
@@ -118,7 +119,9 @@ def write_leader_epochs(directory: Path, data: bytes) -> None:
     fsutil.atomic_write_bytes(directory / LEADER_EPOCH_CHECKPOINT, data)
 
 
-def replace_segments(directory: Path, cleaned: Sequence[Path], base: int, old: Sequence[Segment]) -> None:
+def replace_segments(
+    directory: Path, cleaned: Sequence[Path], base: int, old: Sequence[Segment], last: bool = True
+) -> None:
     """``LocalLog.replaceSegments`` for one new segment at ``base`` written as ``.cleaned`` files (``.log``
     first, then its indexes), in place of ``old`` (ascending base offsets): the new files renamed
     ``.swap``, the old ones (and the producer snapshots at their bases, but at ``base``) ``.deleted``,
@@ -128,7 +131,9 @@ def replace_segments(directory: Path, cleaned: Sequence[Path], base: int, old: S
     be lost), after the ``.deleted`` ones (a new segment named finally beside an old segment not yet
     ``.deleted`` would overlap it) and once at the end, for the cleaner checkpoint written next. Not
     between the last two steps: whichever of the final names and the deletions a crash keeps, the loader
-    completes the ``.swap`` files and removes the ``.deleted`` ones. (Kafka's ``replaceSegments`` fsyncs
+    completes the ``.swap`` files and removes the ``.deleted`` ones. ``last`` False (a round's group before
+    its last one): not at the end either, for the same reason -- and the next group's first fsync, before
+    anything of that group is ``.deleted``, makes them durable too. (Kafka's ``replaceSegments`` fsyncs
     the directory once, at the end: it relies on the file system keeping the renames in order.)"""
     swaps = []
     for path in cleaned:
@@ -144,7 +149,7 @@ def replace_segments(directory: Path, cleaned: Sequence[Path], base: int, old: S
     fsutil.fsync_dir(directory)
     for swap in swaps:
         os.replace(swap, Path(str(swap)[: -len(SWAP_MARKER)]))
-    remove_deleted(directory, deleted)  # fsyncs the directory
+    remove_deleted(directory, deleted, sync=last)  # fsyncs the directory
 
 
 def rewrite_segment(

@@ -172,12 +172,30 @@ _SEGMENT_BYTES_PER_ROW = (
 # Records of compressed batches decoded once for both passes, held from pass 1 until pass 2 cleans their
 # segment: at most this much per partition being cleaned; the batches past it are decoded in each pass.
 DECODED_STORE_BYTES = 128 * 1024 * 1024
+# Segments pass 2 rewrites stay mapped from the walk before it (pass 1, or the CRC check) while their
+# sizes add up to at most this: pass 2 then walks pages already mapped instead of mapping and faulting
+# them in again (the pages are the page cache's either way; this bounds what the process maps at once).
+MAPPED_SEGMENT_BYTES = 64 * 1024 * 1024
+
+
+class _Mappings:
+    """Which segments stay mapped for pass 2 (within MAPPED_SEGMENT_BYTES); the others are unmapped as
+    soon as a walk is done with them, so that what is mapped stays one segment, not the dirty section."""
+
+    def __init__(self) -> None:
+        self.room = MAPPED_SEGMENT_BYTES
+
+    def done_with(self, segment: Segment) -> None:
+        if segment.size <= self.room:
+            self.room -= segment.size
+        else:
+            segment.drop_cache()
 
 
 def build_offset_map(
     log: PartitionLog, start: int, end: int, offset_map: OffsetMap, verified: dict[int, OffsetSpan | None] | None = None,
     digests: dict[int, np.ndarray] | None = None, max_batch_bytes: int = compression.MAX_BATCH_BYTES,
-    decoded: dict[int, Areas] | None = None,
+    decoded: dict[int, Areas] | None = None, mappings: _Mappings | None = None,
 ) -> MapResult:  # fmt: skip
     """Pass 1 over the dirty section [start, end), one compiled call per segment. ``verified`` collects
     the segments (by base offset) whose every batch had its CRC and its offsets within the segment
@@ -186,7 +204,7 @@ def build_offset_map(
     key digests of whole dirty segments, for pass 2 (within DIGEST_STORE_BYTES and half the configured
     map: the store never outgrows the memory the map is allowed); ``decoded`` the records of the
     compressed batches of whole dirty segments, decoded once for both passes (within
-    DECODED_STORE_BYTES)."""
+    DECODED_STORE_BYTES); ``mappings``: which segments stay mapped for pass 2 (else none does)."""
     budget = 0
     if digests is not None:
         budget = min(DIGEST_STORE_BYTES, offset_map.slots * 24 // 2) // _STORE_ROW_BYTES
@@ -210,7 +228,10 @@ def build_offset_map(
         if decoded is not None and segment.base_offset >= start and position == 0 and decoded_budget > 0:
             areas = decode_areas(segment, decoded_budget, max_batch_bytes)
         full = map_segment(segment, position, offset_map.table, tracker, st, store, areas or NO_AREAS)
-        segment.drop_cache()  # pass 2 reads it again: memory stays one segment, not the dirty section
+        if mappings is None:
+            segment.drop_cache()  # memory stays one segment, not the dirty section
+        else:
+            mappings.done_with(segment)  # pass 2 reads it again
         if decoded is not None and areas is not None:  # pass 2 cleans this segment, even when the map filled
             decoded[segment.base_offset] = areas
             decoded_budget -= areas[0].nbytes + areas[1].nbytes
@@ -319,9 +340,10 @@ def clean_log(
     verified: dict[int, OffsetSpan | None] = {}
     digests: dict[int, np.ndarray] = {}
     decoded: dict[int, Areas] = {}
+    mappings = _Mappings()
     try:
         result = build_offset_map(
-            log, first_dirty, upper, offset_map, verified, digests, max_batch_bytes, decoded
+            log, first_dirty, upper, offset_map, verified, digests, max_batch_bytes, decoded, mappings
         )
         end_offset = max(result.end_offset, first_dirty)  # an empty dirty section leaves the checkpoint
         to_clean = [s for s in log.segments if s.base_offset < end_offset]
@@ -330,7 +352,7 @@ def clean_log(
             for seg in group:
                 if seg.base_offset not in verified:
                     verified[seg.base_offset] = verify_segment(seg)
-                    seg.drop_cache()
+                    mappings.done_with(seg)
     except KafkaLogError:
         log.check_batch_offsets(upper)  # offsets a broker never appends are named first, wherever they are
         raise
@@ -374,7 +396,7 @@ def clean_log(
         except BaseException:
             out.abort()
             raise
-        replace_segments(log.directory, new_paths, group[0].base_offset, group)
+        replace_segments(log.directory, new_paths, group[0].base_offset, group, last=group is groups[-1])
     return CleanResult(
         plan, True, end_offset, result.full, offset_map.utilization, CleanStats.from_state(st), len(groups),
         int((time.monotonic() - started) * 1000),

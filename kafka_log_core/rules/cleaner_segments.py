@@ -64,6 +64,7 @@ OUTPUT_BYTES = 4 * 1024 * 1024  # output buffer of pass 2, written out whenever 
 _NO_SCRATCH = np.empty(0, dtype=np.uint8)
 _NO_KEEP = np.empty(0, dtype=np.int64)
 SCRATCH_BYTES = 4 * 1024 * 1024  # rebuilt records of compressed batches, until the output is written
+INDEX_FILE_MODE = 0o644  # the .cleaned indexes' permissions until they take the old segment's
 
 
 # ============================================================================================ output
@@ -154,21 +155,32 @@ class CleanedSegment:
         )
 
     def finish(self, st: np.ndarray, mtime_ms: int, like: Segment | None = None) -> list[Path]:
+        """The log's last piece written, then its indexes, all on their way to disk before the first of
+        their fsyncs: that one then commits the creation of every file at once, and the others wait
+        for their data only (one journal commit for the group's files instead of one per file)."""
         self.flush(st)
-        self._f.fsync()
-        self._f.close()
         offsets, times = self.builder.finish()
-        paths = [self.log_path]
-        for suffix, data in ((INDEX_SUFFIX, offsets.encode()), (TIME_INDEX_SUFFIX, times.encode())):
-            path = segment_file(self.directory, self.base, suffix, CLEANED_MARKER)
-            fsutil.write_bytes_fsync(path, data)
-            paths.append(path)
+        pieces = [(INDEX_SUFFIX, offsets.encode()), (TIME_INDEX_SUFFIX, times.encode())]
         if self.txn_entries:
-            path = segment_file(self.directory, self.base, TXN_INDEX_SUFFIX, CLEANED_MARKER)
-            fsutil.write_bytes_fsync(path, encode_txn_index(self.txn_entries))
-            paths.append(path)
-        for p in paths[:3]:
-            os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+            pieces.append((TXN_INDEX_SUFFIX, encode_txn_index(self.txn_entries)))
+        paths, files = [self.log_path], [self._f]
+        try:
+            for suffix, data in pieces:
+                path = segment_file(self.directory, self.base, suffix, CLEANED_MARKER)
+                index = fsutil.WriteFile(path, INDEX_FILE_MODE)
+                files.append(index)
+                paths.append(path)
+                index.write(data)
+                index.start_writeback()
+            for p in paths[:3]:
+                os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+            for f in files:
+                f.fsync()
+        finally:
+            for f in files[1:]:
+                if not f.closed:
+                    f.close()
+        self._f.close()
         if like is not None:
             _copy_ownership(like, paths)
         return paths

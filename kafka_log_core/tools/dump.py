@@ -40,7 +40,6 @@ Deliberate differences from Kafka's tool, all outside its normal output:
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import struct
@@ -66,6 +65,7 @@ from kafka_log_core.format import (
     record_batch,
     time_index,
 )
+from kafka_log_core.format.checkpoints import encode_uuid
 from kafka_log_core.format.index_base import read_index_file
 from kafka_log_core.format.kafka_message import INT16, INT32, INT64, UINT16, UUID_SIZE, MessageReader
 from kafka_log_core.format.log_file import FileBatch
@@ -75,6 +75,8 @@ from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafka_log_core.format.txn_index import KIND as TXN_KIND
 from kafka_log_core.javacompat import JavaHashMap, parse_java_integer
+from kafka_log_core.tools import coordinator_records
+from kafka_log_core.tools.json_text import to_json
 
 DEFAULT_MAX_BYTES = MAX_INT  # Kafka's default for --max-bytes: "read everything"
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size: bytes read at each offset-index position
@@ -101,6 +103,7 @@ class DumpOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     skip_record_metadata: bool = False
+    decoder: str = ""  # coordinator_records.OFFSETS or TRANSACTION_LOG (implies print_data_log), or none
     max_batch_bytes: int = compression.MAX_BATCH_BYTES  # the most one batch's records may decompress to
 
     def __post_init__(self) -> None:
@@ -435,11 +438,18 @@ def record_line(batch: FileBatch, record: Record | legacy_records.LegacyRecord, 
             parts.append(_control_text(batch, record))
     if options.print_data_log and not batch.is_control:
         prefix = RECORD_INDENT + " " if options.skip_record_metadata else " "
-        if record.key is not None:
-            parts.append(f"{prefix}key: {_utf8(record.key)}")
+        if options.decoder:
+            key, payload = coordinator_records.decode(
+                options.decoder, record.offset, record.key, record.value
+            )
+        else:
+            key = None if record.key is None else _utf8(record.key)
+            payload = None if record.value is None else _utf8(record.value)
+        if key is not None:
+            parts.append(f"{prefix}key: {key}")
             prefix = " "
-        if record.value is not None:
-            parts.append(f"{prefix}payload: {_utf8(record.value)}")
+        if payload is not None:
+            parts.append(f"{prefix}payload: {payload}")
     return "".join(parts)
 
 
@@ -523,7 +533,7 @@ def _control_text_of(record: Record | legacy_records.LegacyRecord) -> str:
     if record.value is None:
         raise CorruptRecordError(f"{control.type_name} control record has a null value")
     message = _read_struct(MessageReader(record.value, error=CorruptRecordError), schema)
-    return label + _json(_write(schema, message, message["version"]))
+    return label + to_json(_write(schema, message, message["version"]))
 
 
 # KRaft control record values (clients/src/main/resources/common/message/*.json), read the way Kafka
@@ -598,37 +608,10 @@ def _write(schema: _Schema, message: Mapping[str, object], version: object) -> d
         elif isinstance(kind, tuple):
             out[name] = _write(kind[1], value, version)  # type: ignore[arg-type]
         elif kind == "uuid":
-            out[name] = base64.urlsafe_b64encode(value).rstrip(b"=").decode()  # type: ignore[arg-type]
+            out[name] = encode_uuid(value)  # type: ignore[arg-type]
         else:
             out[name] = value
     return out
-
-
-def _json(value: object) -> str:
-    """Jackson's compact ``toString``: no spaces, non-ASCII kept, control characters as ``\\u00XX``."""
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_json(k)}:{_json(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_json(v) for v in value) + "]"
-    if isinstance(value, str):
-        return '"' + re.sub(r'["\\\x00-\x1f]', _json_escape, value) + '"'
-    return str(value)
-
-
-_JSON_SHORT_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\t": "\\t",
-    "\n": "\\n",
-    "\f": "\\f",
-    "\r": "\\r",
-}
-
-
-def _json_escape(match: re.Match[str]) -> str:
-    char = match.group()
-    return _JSON_SHORT_ESCAPES.get(char) or f"\\u{ord(char):04X}"
 
 
 # ---------------------------------------------------------------------------------------------- indexes

@@ -5,6 +5,11 @@ record with the largest timestamp, any other value a timestamp in ms: the first 
 timestamp at or after it. Only the segment that holds the answer is read, from the index floor
 position: no whole-log scans. The records of the batch that holds the answer are read (decompressed to
 at most ``max_batch_bytes``, ``--max-decompressed-batch-bytes``) for ``-3`` and for a timestamp.
+
+The tiered-storage specs answer as the broker does for a log without remote storage (what a log dir
+holds): ``-4`` earliest-local is the log start offset, ``-5`` latest-tiered and ``-6``
+earliest-pending-upload (Kafka 4.4) have no offset. ``kafka-get-offsets`` also takes each spec by name
+(``TIME_NAMES``, its ``parseOffsetSpec``).
 """
 
 from __future__ import annotations
@@ -12,18 +17,30 @@ from __future__ import annotations
 from kafka_log_core.format.compression import MAX_BATCH_BYTES
 from kafka_log_core.log.partition_log import PartitionLog
 
+# ListOffsetsRequest's special timestamps
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
+TIME_NAMES = {
+    "latest": LATEST,
+    "earliest": EARLIEST,
+    "max-timestamp": MAX_TIMESTAMP,
+    "earliest-local": EARLIEST_LOCAL,
+    "latest-tiered": LATEST_TIERED,
+    "earliest-pending-upload": EARLIEST_PENDING_UPLOAD,
+}
 
 
 def offset_for_time(log: PartitionLog, timestamp: int, max_batch_bytes: int = MAX_BATCH_BYTES) -> int | None:
     if timestamp == LATEST:
         return log.log_end_offset
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return None  # nothing of a log dir is in remote storage
     if timestamp == MAX_TIMESTAMP:
         return _max_timestamp_offset(log, max_batch_bytes)
     if timestamp < 0:
-        raise ValueError(f"unsupported special timestamp {timestamp} (expected -1, -2, -3 or a time in ms)")
+        raise ValueError(f"unsupported special timestamp {timestamp} (expected -1 to -6 or a time in ms)")
     return _offset_by_timestamp(log, timestamp, max_batch_bytes)
 
 

@@ -217,3 +217,54 @@ def test_matches_kafkas_dump_log_segments_on_a_partition_written_by_a_broker(kaf
     assert {p.suffix for p in files} >= {".log", ".index", ".timeindex", ".snapshot", ".txnindex"}, files
     for args in (["--print-data-log"], ["--verify-index-only"], ["--index-sanity-check"]):
         _compare_with_kafka(harness, files, args)
+
+
+def test_decoders_match_kafkas_on_the_coordinators_topics_of_a_broker(kafka_broker):
+    """--offsets-decoder on __consumer_offsets and --transaction-log-decoder on __transaction_state, as
+    a real broker wrote them: classic groups (a consumer's subscription and assignment decoded, commit
+    metadata with non-ASCII and control characters, a static member, an admin commit with no group
+    member, a deleted group's tombstones) and committed and aborted transactions."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    harness = _kafka_dump()
+    broker = kafka_broker(**{"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1})
+    harness.create_topic(broker.bootstrap, "orders", 2, {})
+    harness.produce(broker.bootstrap, "orders", [(f"k{i}".encode(), b"v") for i in range(20)])
+    harness.produce_transactions(
+        broker.bootstrap,
+        "orders",
+        [harness.Transaction([(b"t", b"1")]), harness.Transaction([(b"t", b"2")], commit=False)],
+        transactional_id="decoded-txn",
+    )
+    for group, extra in (("plain", {}), ("static", {"group.instance.id": "static-1"})):
+        consumer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+             "enable.auto.commit": False, **extra}
+        )  # fmt: skip
+        consumer.subscribe(["orders"])
+        for _ in range(30):
+            if consumer.poll(1.0) is not None and consumer.assignment():
+                break
+        consumer.commit(
+            offsets=[TopicPartition("orders", 0, 3, metadata='ü\n"é\x01'), TopicPartition("orders", 1, 4)],
+            asynchronous=False,
+        )
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("admin", [TopicPartition("orders", 0, 7)])]
+    )["admin"].result(30)
+    admin.delete_consumer_groups(["plain"])["plain"].result(30)
+    assert broker.stop() in harness.CLEAN_EXIT_CODES
+    for topic, flag in (
+        ("__consumer_offsets", "--offsets-decoder"),
+        ("__transaction_state", "--transaction-log-decoder"),
+    ):
+        files = sorted((broker.log_dir / f"{topic}-0").glob("*.log"))
+        assert files and sum(p.stat().st_size for p in files) > 0, topic
+        _compare_with_kafka(harness, files, [flag])
+    offsets_files = sorted((broker.log_dir / "__consumer_offsets-0").glob("*.log"))
+    _compare_with_kafka(harness, offsets_files, ["--offsets-decoder", "--skip-record-metadata"])
+    dumped = run_dump("--files", ",".join(map(str, offsets_files)), "--offsets-decoder").stdout
+    assert "<DELETE>" in dumped and '"groupInstanceId":"static-1"' in dumped and '"subscription":{' in dumped

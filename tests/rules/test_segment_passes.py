@@ -603,6 +603,69 @@ def test_a_segment_that_opens_with_a_run_of_plain_batches_is_not_decoded_ahead_a
     _cleaned_alike(tmp_path, monkeypatch, segments, [], "DECODED_STORE_BYTES", cleaner.DECODED_STORE_BYTES)
 
 
+def _mixed_segments(seed: int) -> tuple[dict[int, list[bytes]], list[tuple[int, int]]]:
+    """Four segments of plain and compressed batches (some of producer 50's aborted transactions) and
+    an active one: the segments and the aborted ranges."""
+    rng = random.Random(seed)
+    segments, offset, aborted = {}, 0, []
+    for _ in range(4):
+        out = []
+        segments[offset] = out
+        for _ in range(100):
+            n = rng.choice([1, 1, 5])
+            kvs = [(f"k{rng.randrange(100)}", None if rng.random() < 0.05 else "v") for _ in range(n)]
+            if rng.random() < 0.1:
+                out += [
+                    batch(offset, kvs, pid=50, epoch=0, seq=offset, txn=True),
+                    marker(offset + n, False, 50),
+                ]
+                aborted.append((offset, offset + n))
+                offset += n + 1
+            else:
+                out.append(batch(offset, kvs, codec=rng.choice([0, compression.ZSTD])))
+                offset += n
+    segments[offset] = [single(offset, "z")]
+    return segments, aborted
+
+
+@pytest.mark.parametrize("mapped_bytes", [6000, cleaner.MAPPED_SEGMENT_BYTES], ids=["one-segment", "default"])
+def test_segments_kept_mapped_from_pass_one_for_pass_two_give_the_same_files(
+    tmp_path, monkeypatch, mapped_bytes
+):
+    """Pass 2 walks the segments pass 1 left mapped (within MAPPED_SEGMENT_BYTES) instead of mapping
+    them again: with none kept, one, or all of them, the cleaned files are the same."""
+    segments, aborted = _mixed_segments(7)
+    _cleaned_alike(tmp_path, monkeypatch, segments, aborted, "MAPPED_SEGMENT_BYTES", mapped_bytes)
+
+
+def test_a_segment_is_mapped_once_for_both_passes_within_the_budget(tmp_path, monkeypatch):
+    """With the default MAPPED_SEGMENT_BYTES every segment the round rewrites is read (mapped) once for
+    both passes; with none kept mapped, at least once per pass."""
+    segments, _ = _mixed_segments(8)
+    reads: list[str] = []
+    read_log = log_file.read_log
+
+    def counting(path, *args, **kwargs):
+        reads.append(str(path))
+        return read_log(path, *args, **kwargs)
+
+    monkeypatch.setattr(log_file, "read_log", counting)
+    counts = {}
+    for budget in (0, cleaner.MAPPED_SEGMENT_BYTES):
+        layout(tmp_path / str(budget), segments)
+        log = open_log(tmp_path / str(budget))
+        producers = producer_state.build_producer_table(log, NOW, FORGET_PRODUCERS.producer_id_expiration_ms)
+        the_plan = cleaner.plan_cleaning(log, COMPACT, FORGET_PRODUCERS, NOW, producers)
+        monkeypatch.setattr(cleaner, "MAPPED_SEGMENT_BYTES", budget)
+        reads.clear()
+        result = cleaner.clean_log(log, the_plan, COMPACT, FORGET_PRODUCERS, NOW, producers)
+        assert result.groups >= 1
+        rewritten = [str(s.log_path) for s in log.segments if s.base_offset < result.end_offset]
+        counts[budget] = [reads.count(path) for path in rewritten]
+    assert counts[cleaner.MAPPED_SEGMENT_BYTES] == [1, 1, 1, 1]
+    assert min(counts[0]) >= 2 and len(counts[0]) == 4
+
+
 def _cleaned_alike(tmp_path, monkeypatch, segments, aborted, setting: str, value: int) -> None:
     """The partition (aborted transactions of producer 50) cleaned with ``cleaner.<setting>`` at 0 and at
     ``value`` is left with the same files."""

@@ -57,32 +57,62 @@ def test_offsets_command_prints_topic_partition_offset_lines(tmp_path):
     assert bad.exit_code == 2 and "Traceback" not in bad.output
 
 
-@pytest.mark.broker
-def test_offsets_agree_with_a_real_brokers_list_offsets(kafka_broker, tmp_path):
-    from confluent_kafka import TopicPartition as CTP
-    from confluent_kafka.admin import OffsetSpec
+def test_offsets_takes_kafka_get_offsets_names_and_tiered_specs(tmp_path):
+    """kafka-get-offsets' --time names (GetOffsetShell.parseOffsetSpec) and the tiered specs of a log
+    without remote storage: earliest-local is the log start offset, latest-tiered and
+    earliest-pending-upload have no offset, so no line."""
+    _log(tmp_path)
+    expected = {
+        "latest": "t:0:5\n", "earliest": "t:0:0\n", "max-timestamp": "t:0:2\n", "-4": "t:0:0\n",
+        "earliest-local": "t:0:0\n", "-5": "", "latest-tiered": "", "-6": "", "earliest-pending-upload": "",
+    }  # fmt: skip
+    for spec, output in expected.items():
+        result = CliRunner().invoke(main, ["offsets", "--log-dir", str(tmp_path), "--time", spec])
+        assert (result.exit_code, result.output) == (0, output), spec
+    for bad in ("Latest", "1e3", " 5", "9223372036854775808"):
+        refused = CliRunner().invoke(main, ["offsets", "--log-dir", str(tmp_path), "--time", bad])
+        assert refused.exit_code == 2 and "Traceback" not in refused.output, bad
 
-    from tests.kafka_harness import _admin, create_topic, produce
+
+def test_offsets_lines_are_sorted_as_text_and_a_partition_without_an_answer_has_none(tmp_path):
+    # GetOffsetShell keeps its answers in a TreeMap ordered by TopicPartition.toString() ("t-10" before
+    # "t-2") and leaves out a partition whose answer is ListOffsetsResponse.UNKNOWN_OFFSET.
+    for partition in (2, 10, 1):
+        make_log(tmp_path, "t", partition, {0: [batch(0, [("a", "1")], ts=TS + partition)]}, interval=1)
+    runs = {
+        "-1": "t:1:1\nt:10:1\nt:2:1\n",
+        str(TS + 2): "t:10:0\nt:2:0\n",
+        str(TS + 11): "",
+    }
+    for when, output in runs.items():
+        result = CliRunner().invoke(main, ["offsets", "--log-dir", str(tmp_path), "--time", when])
+        assert (result.exit_code, result.output) == (0, output), when
+
+
+@pytest.mark.broker
+def test_offsets_print_what_kafka_get_offsets_prints(kafka_broker, tmp_path):
+    """The same lines as Kafka's own kafka-get-offsets (GetOffsetShell) against the running broker, for
+    every --time spec and for timestamps before, inside and after the records: 12 partitions (text
+    order puts 10 and 11 before 2), one of them empty, several segments each."""
+    from tests.kafka_harness import create_topic, produce, run_get_offsets
 
     broker = kafka_broker()
-    create_topic(broker.bootstrap, "times", 1, {"internal.segment.bytes": 4096})
-    stamps = [TS + (i * 7919) % 1000 for i in range(120)]
-    produce(
-        broker.bootstrap, "times", [(f"k{i}".encode(), b"v" * 50, (), ts, 0) for i, ts in enumerate(stamps)]
-    )
-    probes = [TS - 1, TS + 1, TS + 333, TS + 998, TS + 999, TS + 5000]
-    admin = _admin(broker.bootstrap)
-    specs = {"-1": OffsetSpec.latest(), "-2": OffsetSpec.earliest(), "-3": OffsetSpec.max_timestamp()}
-    specs.update({str(t): OffsetSpec.for_timestamp(t) for t in probes})
+    create_topic(broker.bootstrap, "times", 12, {"internal.segment.bytes": 4096})
+    records = [
+        (f"k{i}".encode(), b"v" * 50, (), TS + (i * 7919) % 1000, i % 11) for i in range(330)
+    ]  # partition 11 stays empty
+    produce(broker.bootstrap, "times", records)
+    specs = ["-1", "-2", "-3", "-4", "-5", "earliest", "max-timestamp", "latest-tiered"]
+    specs += [str(t) for t in (TS - 1, TS + 333, TS + 998, TS + 5000)]
     theirs = {}
-    for name, spec in specs.items():
-        fut = admin.list_offsets({CTP("times", 0): spec}, request_timeout=30)
-        theirs[name] = next(iter(fut.values())).result(30).offset
+    for spec in specs:
+        proc = run_get_offsets(broker.bootstrap, "--topic", "times", "--time", spec)
+        assert proc.returncode == 0, proc.stderr
+        theirs[spec] = proc.stdout
     broker.stop()
-    for name, offset in theirs.items():
+    assert "times:10:" in theirs["-1"] and theirs[str(TS + 5000)] == ""  # the cases are told apart
+    for spec, output in theirs.items():
         result = CliRunner().invoke(
-            main, ["offsets", "--log-dir", str(broker.log_dir), "--topic", "times", "--time", name]
+            main, ["offsets", "--log-dir", str(broker.log_dir), "--topic", "times", "--time", spec]
         )
-        assert result.exit_code == 0, result.output
-        ours = result.output.strip().split(":")[-1]
-        assert (int(ours) if ours else -1) == offset, f"--time {name}"
+        assert (result.exit_code, result.output) == (0, output), f"--time {spec}"
