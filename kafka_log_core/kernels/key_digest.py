@@ -98,8 +98,10 @@ def _md5_pad_block(src, p, n, full, dst, row, tail_len):
 
 
 @njit(cache=True, inline="always")
-def _md5_fill_lane(src, p, n, words, lane):
-    """The one padded block of a message of ``n`` <= 55 bytes, as message words of ``lane``."""
+def _md5_fill_lane(src, p, n, words, lane, same_length):
+    """The one padded block of a message of ``n`` <= 55 bytes, as message words of ``lane``. With
+    ``same_length`` (the lane's last message had ``n`` bytes too) the words after the message's last one
+    are already what they must be (zeros, the length) and are left as they are."""
     full = n // 4
     for w in range(full):
         words[w, lane] = load_u32_le(src, p + 4 * w)
@@ -107,6 +109,8 @@ def _md5_fill_lane(src, p, n, words, lane):
     for k in range(n - 4 * full):
         tail |= np.uint32(src[p + 4 * full + k]) << np.uint32(8 * k)
     words[full, lane] = tail
+    if same_length:
+        return
     for w in range(full + 1, 14):
         words[w, lane] = 0
     words[14, lane] = np.uint32(n * 8)  # length in bits, little-endian, low word (the high one is 0)
@@ -169,6 +173,7 @@ def hash_rows(buf, areas, karea, rec, digests, start, stop):
     long_blocks = np.zeros((LANES, 64), dtype=np.uint8)
     long_words = np.empty((16, LANES), dtype=np.uint32)
     long_state = np.empty((4, LANES), dtype=np.uint32)
+    lane_length = np.full(LANES, -1, dtype=np.int64)  # the length of each lane's last key
     filled = 0
     for i in range(start, stop + 1):
         if i < stop:
@@ -176,13 +181,23 @@ def hash_rows(buf, areas, karea, rec, digests, start, stop):
             if length < 0 or rec[i, R_WANT] != WANT_HASH:
                 continue
             source = rec[i, R_SOURCE]
-            area = buf if source == SOURCE_BUF else (areas if source == SOURCE_AREAS else karea)
+            p = rec[i, R_KEY_POS]
             if length > MAX_ONE_BLOCK_KEY:
-                hi, lo = _md5_one(area, rec[i, R_KEY_POS], length, long_blocks, long_words, long_state)
+                area = buf if source == SOURCE_BUF else (areas if source == SOURCE_AREAS else karea)
+                hi, lo = _md5_one(area, p, length, long_blocks, long_words, long_state)
                 digests[i, DIGEST_HI] = hi
                 digests[i, DIGEST_LO] = lo
                 continue
-            _md5_fill_lane(area, rec[i, R_KEY_POS], length, words, filled)
+            # Each source its own call: an array variable chosen per key costs numba a reference count
+            # call per key (even on a borrowed view), about as much as the rest of the filling.
+            same = lane_length[filled] == length
+            if source == SOURCE_BUF:
+                _md5_fill_lane(buf, p, length, words, filled, same)
+            elif source == SOURCE_AREAS:
+                _md5_fill_lane(areas, p, length, words, filled, same)
+            else:
+                _md5_fill_lane(karea, p, length, words, filled, same)
+            lane_length[filled] = length
             rows[filled] = i
             filled += 1
         if filled == LANES or (i == stop and filled > 0):
