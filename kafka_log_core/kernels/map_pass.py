@@ -78,11 +78,10 @@ MAP_STATE = np.dtype(
 
 # ---------------------------------------------------------------------------------------------- pass 1
 @njit(cache=True, inline="always")
-def _map_batch(buf, pos, h, areas, karea, source, rec, dig, r0, walked, slots, txn, tstate, events, c, st):
+def _map_batch(buf, pos, h, area, rec, dig, r0, walked, slots, txn, tstate, events, c, st):
     """One batch of pass 1 (spec M2-M4): its offsets checked, the tracker, then every keyed record at or
     above the first dirty offset goes into the map. ``walked``: its records are in the chunk from row
-    ``r0`` (they did not walk, or were not decompressed: an error only if they are needed); they lie in
-    ``buf``, ``areas`` or ``karea`` by ``source`` (the chunk's ``B_AREA``)."""
+    ``r0`` (they did not walk, or were not decompressed: an error only if they are needed)."""
     s = st[0]
     if pos >= s.offsets_from:
         seen = s.offsets_batches > 0
@@ -102,7 +101,7 @@ def _map_batch(buf, pos, h, areas, karea, source, rec, dig, r0, walked, slots, t
         if not walked:  # also 0 records over bytes
             return ERR_RECORD
         if h.count > 0:
-            ctype = _control_type_in(buf, areas, karea, source, rec, r0)
+            ctype = control_type(area, rec, r0)
             if ctype == UNREADABLE_CONTROL:
                 return ERR_CONTROL
         track_control(txn, tstate, events, h.producer_id, h.count, ctype)
@@ -127,18 +126,6 @@ def _map_batch(buf, pos, h, areas, karea, source, rec, dig, r0, walked, slots, t
     if h.last_offset >= s.start_offset:
         s.latest_offset = h.last_offset
     return CONTINUE
-
-
-@njit(cache=True, inline="always")
-def _control_type_in(buf, areas, karea, source, rec, r):
-    """``control_type`` of the batch whose records lie where ``source`` (``B_AREA``) says. The passes
-    choose the array only here: an array variable chosen per batch costs numba a reference count call
-    per batch, even on a borrowed view."""
-    if source >= 0:
-        return control_type(areas, rec, r)
-    if source == AREA_KERNEL:
-        return control_type(karea, rec, r)
-    return control_type(buf, rec, r)
 
 
 @njit(cache=True)
@@ -189,8 +176,9 @@ def build_map(
                 prefetch_slots(slots, rec, dig, nr)
         for k in range(c.next, c.batches):
             bpos = bat[k, B_POS]
-            status = _map_batch(buf, bpos, batch_head(buf, bpos), areas, karea_r, bat[k, B_AREA], rec, dig,
-                                bat[k, B_FIRST], bat[k, B_WALKED], slots, txn, tstate, events, c, st)  # fmt: skip
+            area = areas if bat[k, B_AREA] >= 0 else (karea_r if bat[k, B_AREA] == AREA_KERNEL else buf)
+            status = _map_batch(buf, bpos, batch_head(buf, bpos), area, rec, dig, bat[k, B_FIRST], bat[k, B_WALKED], slots,
+                                txn, tstate, events, c, st)  # fmt: skip
             if status != CONTINUE:
                 c.next = k
                 st[0].position = bpos
