@@ -43,7 +43,19 @@ main.add_command(export.command)
 
 @main.command()
 @options.log_dir_option(exists=True)
-@options.topic_option()
+@click.option(
+    "--topic",
+    "topic_regex",
+    metavar="REGEX",
+    help="Topics to answer for (kafka-get-offsets' --topic: a regex, commas meaning or); default all.",
+)
+@click.option("--partitions", metavar="IDS", help="Comma-separated partition ids (default all).")
+@click.option(
+    "--topic-partitions",
+    metavar="PATTERNS",
+    help="Comma-separated TOPIC_REGEX[:N|:N-M|:N-|:-M] patterns (M exclusive); not with --topic or --partitions.",
+)
+@click.option("--exclude-internal-topics", is_flag=True, help="Leave out Kafka's internal topics.")
 @click.option(
     "--time",
     "timestamp",
@@ -53,19 +65,36 @@ main.add_command(export.command)
     "-6 or earliest-pending-upload, or a timestamp in ms (kafka-get-offsets' --time).",
 )
 @options.max_batch_bytes_option
-def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str, max_batch_bytes: int) -> None:
+def offsets(
+    log_dirs: tuple[str, ...],
+    topic_regex: str | None,
+    partitions: str | None,
+    topic_partitions: str | None,
+    exclude_internal_topics: bool,
+    timestamp: str,
+    max_batch_bytes: int,
+) -> None:
     """Offsets per partition as kafka-get-offsets prints them (topic:partition:offset), from the indexes:
     sorted by ``topic-partition`` as text, and no line for a partition without an answer (a timestamp
     after its last record, an empty log's max timestamp), as kafka-get-offsets leaves it out."""
     from kafka_log_core.log.listing import log_dir_partitions
     from kafka_log_core.log.partition_log import LogDirState, PartitionLog
-    from kafka_log_core.tools.offsets import EARLIEST_PENDING_UPLOAD, TIME_NAMES, offset_for_time
+    from kafka_log_core.tools.offsets import (
+        EARLIEST_PENDING_UPLOAD,
+        TIME_NAMES,
+        offset_for_time,
+        partition_selection,
+    )
 
     expected = "-1 to -6, " + ", ".join(TIME_NAMES) + " or a timestamp in ms"
     when = TIME_NAMES[timestamp] if timestamp in TIME_NAMES else parse_java_integer(timestamp)
     if when is None or when < EARLIEST_PENDING_UPLOAD:
         raise click.BadParameter(f"{timestamp!r} is not {expected}", param_hint="'--time'")
-    pattern = topic_pattern(topic_regex)
+    topic_pattern(topic_regex)  # a regex that does not compile: the usage error every job gives
+    try:
+        chosen = partition_selection(topic_regex, partitions, topic_partitions, exclude_internal_topics)
+    except KafkaLogError as err:
+        raise click.UsageError(str(err)) from None
     failed = 0
     found_offsets: dict[str, str] = {}  # kafka-get-offsets orders by TopicPartition.toString()
     for log_dir in log_dirs:
@@ -76,7 +105,7 @@ def offsets(log_dirs: tuple[str, ...], topic_regex: str | None, timestamp: str, 
             failed += 1
             continue
         for tp in log_dir_partitions(Path(log_dir))[1]:
-            if pattern is not None and not pattern.fullmatch(tp.topic):
+            if not chosen(tp):
                 continue
             try:
                 log = PartitionLog.open(log_dir, tp, state.for_partition(tp))

@@ -20,7 +20,7 @@ from kafka_log_core.work.tasks import retain_task
 
 SCHEMA = row_schema(RetainRow)
 COLUMNS = [f.name for f in SCHEMA.fields]
-_LSO = re.compile(r"(?P<topic>.+):(?P<partition>\d+)=(?P<offset>\d+)")
+_LSO = re.compile(r"(?P<topic>.+):(?P<partition>\d+)=(?P<offset>-1|\d+)")  # -1: the high watermark
 
 
 def parse_log_start_offsets(values) -> tuple[tuple[str, int, int], ...]:
@@ -29,7 +29,8 @@ def parse_log_start_offsets(values) -> tuple[tuple[str, int, int], ...]:
         m = _LSO.fullmatch(value)
         if not m:
             raise click.BadParameter(
-                f"{value!r}: expected TOPIC:PARTITION=OFFSET", param_hint="'--log-start-offset'"
+                f"{value!r}: expected TOPIC:PARTITION=OFFSET (-1: the high watermark)",
+                param_hint="'--log-start-offset'",
             )
         out.append((m["topic"], int(m["partition"]), int(m["offset"])))
     return tuple(out)
@@ -56,7 +57,7 @@ def run(spark, log_dirs, topic_regex, configs, opts, listing=None) -> list[dict]
     "log_start_offsets",
     multiple=True,
     metavar="TOPIC:PARTITION=OFFSET",
-    help="Advance a partition's log start offset (offline DeleteRecords; repeatable).",
+    help="Advance a partition's log start offset (offline DeleteRecords, -1: to the high watermark; repeatable).",
 )
 def command(job: JobContext, dry_run: bool, force: bool, log_start_offsets: tuple[str, ...]) -> None:
     """Delete segments by retention.ms, retention.bytes and the log start offset, as the broker does."""

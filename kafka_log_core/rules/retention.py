@@ -11,7 +11,9 @@ Plan, then apply:
   empty last segment. The rule's prefix then leaves the list and the log start offset moves to the next
   base (D5) before the next rule runs. If a rule would take every segment, a new empty segment is rolled
   at the LEO first (D4), so the LEO never changes. ``log_start_offset_override`` is DeleteRecords: it
-  raises the log start offset (never lowers it; above the HW is refused) before the first rule.
+  raises the log start offset (never lowers it; above the HW is refused; -1 means the HW) before the
+  first rule, and is refused on a topic whose ``cleanup.policy`` lacks ``delete``, as Kafka refuses it
+  (``Partition.deleteRecordsOnLeader``).
 * :func:`apply_retention` carries a plan out in an order where a crash at any point leaves a directory
   that the loader (``leftovers``) and a rerun bring to the uninterrupted result:
 
@@ -84,6 +86,9 @@ RETENTION_BYTES = "retention.bytes"
 LOG_START_OFFSET = "log start offset"
 GUARD_MIN_RETENTION_MS = 3_600_000  # below one hour needs --force
 FORCE_FLAG = "--force"
+DELETE_RECORDS_HIGH_WATERMARK = (
+    -1
+)  # DeleteRecordsRequest.HIGH_WATERMARK: the offset -1 means the high watermark
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log end offset (no replication-offset-checkpoint entry)"
 
@@ -229,13 +234,24 @@ class _Walk:
         self.run(RETENTION_MS, expired)
 
 
+NO_CLEANER = "compacted topic and log.cleaner.enable=false: the broker applies no retention"
+
+
+def applies_rules(cfg: LogConfig, broker: BrokerConfig) -> bool:
+    """Whether the broker deletes segments of this log at all (rule D0): not a compacted topic's on a
+    broker whose cleaner is disabled (its retention thread skips compacted logs, and no cleaner thread
+    runs)."""
+    return not (cfg.compact and not broker.log_cleaner_enable)
+
+
 def no_retention_reason(
     cfg: LogConfig, broker: BrokerConfig, log_start_offset_override: int | None
 ) -> str | None:
     """Why the broker applies no retention to this log at all (rule D0), or None: a compacted topic on a
-    broker whose cleaner is disabled is left alone -- unless the operator moves the log start offset."""
-    if cfg.compact and not broker.log_cleaner_enable and log_start_offset_override is None:
-        return "compacted topic and log.cleaner.enable=false: the broker applies no retention"
+    broker whose cleaner is disabled is left alone -- unless the operator moves the log start offset
+    (DeleteRecords moves it; no segment is deleted: plan with ``segment_rules=applies_rules(...)``)."""
+    if not applies_rules(cfg, broker) and log_start_offset_override is None:
+        return NO_CLEANER
     return None
 
 
@@ -246,12 +262,23 @@ def plan_retention(
     *,
     log_start_offset_override: int | None = None,
     force: bool = False,
+    segment_rules: bool = True,
 ) -> RetentionPlan:
-    """What ``deleteOldSegments`` would delete now; SafetyGuardError unless the guard passes or ``force``."""
+    """What ``deleteOldSegments`` would delete now; SafetyGuardError unless the guard passes or ``force``.
+    Without ``segment_rules`` (see :func:`applies_rules`) only ``log_start_offset_override`` moves the log
+    start offset and no segment is deleted."""
     hw = log.high_watermark
     hw_source = HW_FROM_CHECKPOINT if log.high_watermark_from_checkpoint else HW_FROM_LOG_END
     walk = _Walk(log, now_ms, log.log_start_offset, hw)
     if log_start_offset_override is not None:
+        if not cfg.delete:  # Partition.deleteRecordsOnLeader: PolicyViolationException
+            policy = ",".join(sorted(cfg.cleanup_policy)) or "(empty)"
+            raise UsageError(
+                f"--log-start-offset {log.tp}={log_start_offset_override}: cleanup.policy={policy} does not "
+                f"include delete; Kafka refuses DeleteRecords on such a topic (the configured policy)"
+            )
+        if log_start_offset_override == DELETE_RECORDS_HIGH_WATERMARK:
+            log_start_offset_override = hw
         if log_start_offset_override < 0 or log_start_offset_override > hw:
             raise UsageError(
                 f"--log-start-offset {log.tp}={log_start_offset_override}: expected an offset from 0 to the "
@@ -263,8 +290,11 @@ def plan_retention(
                 f"{walk.log_start}: ignored, the log start offset never moves back"
             )
         walk.log_start = max(walk.log_start, log_start_offset_override)
-    walk.start_offset_rule()
-    if cfg.delete:
+    if segment_rules:
+        walk.start_offset_rule()
+    else:
+        walk.warnings.append(f"{NO_CLEANER}: the log start offset moves, no segment is deleted")
+    if cfg.delete and segment_rules:
         walk.size_rule(cfg.retention_bytes)
         walk.time_rule(cfg.retention_ms)
     violations = []

@@ -14,7 +14,12 @@ earliest-pending-upload (Kafka 4.4) have no offset. ``kafka-get-offsets`` also t
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
+from kafka_log_core.errors import UsageError
 from kafka_log_core.format.compression import MAX_BATCH_BYTES
+from kafka_log_core.format.filenames import TopicPartition
 from kafka_log_core.log.partition_log import PartitionLog
 
 # ListOffsetsRequest's special timestamps
@@ -79,3 +84,72 @@ def _offset_by_timestamp(log: PartitionLog, target: int, max_batch_bytes: int) -
                     return record.offset
         return None
     return None
+
+
+# --- which partitions: kafka-get-offsets' --topic, --partitions, --topic-partitions, --exclude-internal-topics
+INTERNAL_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state"}
+)  # Topic.isInternal
+_RULE = re.compile(
+    r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?"
+)  # GetOffsetShell's TOPIC_PARTITION_PATTERN
+_INT_MAX = 2**31 - 1
+Selection = Callable[[TopicPartition], bool]
+
+
+def include_list(raw: str, flag: str) -> re.Pattern[str]:
+    """A topic regex as kafka-get-offsets reads it (TopicFilter.IncludeList): trimmed, commas meaning "or",
+    spaces and surrounding quotes dropped, matched against the whole name."""
+    regex = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", raw.strip().replace(",", "|").replace(" ", "")))
+    try:
+        return re.compile(regex)
+    except re.error as err:
+        raise UsageError(f"{flag} {raw!r}: {regex} is an invalid regex ({err})") from None
+
+
+def _int(text: str, flag: str, raw: str) -> int:
+    value = int(text) if re.fullmatch(r"[+-]?[0-9]{1,10}", text) else None
+    if value is None or not -(2**31) <= value <= _INT_MAX:
+        raise UsageError(f"{flag} {raw!r}: {text!r} is not a partition number")
+    return value
+
+
+def partition_selection(
+    topic: str | None, partitions: str | None, topic_partitions: str | None, exclude_internal: bool
+) -> Selection:
+    """The partitions kafka-get-offsets asks for (GetOffsetShell's filters)."""
+    if topic_partitions is not None:
+        if topic is not None or partitions is not None:
+            raise UsageError("--topic-partitions cannot be used with --topic or --partitions")
+        rules = []
+        for spec in topic_partitions.split(","):
+            m = _RULE.fullmatch(spec)
+            if m is None:
+                raise UsageError(f"--topic-partitions: invalid rule specification: {spec}")
+            pattern = include_list(m[1] or ".*", "--topic-partitions")
+            if m[2]:
+                low, high = _int(m[2], "--topic-partitions", spec), None
+            else:
+                low = _int(m[3], "--topic-partitions", spec) if m[3] else 0
+                high = _int(m[4], "--topic-partitions", spec) if m[4] else _INT_MAX
+            rules.append((pattern, low, high))
+
+        def chosen(tp: TopicPartition) -> bool:
+            if exclude_internal and tp.topic in INTERNAL_TOPICS:
+                return False
+            return any(
+                p.fullmatch(tp.topic)
+                and (tp.partition == low if high is None else low <= tp.partition < high)
+                for p, low, high in rules
+            )
+
+        return chosen
+    pattern = include_list(topic if topic is not None else ".*", "--topic")
+    ids = {_int(x, "--partitions", partitions) for x in partitions.split(",")} if partitions else set()
+
+    def selected(tp: TopicPartition) -> bool:
+        if exclude_internal and tp.topic in INTERNAL_TOPICS:
+            return False
+        return bool(pattern.fullmatch(tp.topic)) and (not ids or tp.partition in ids)
+
+    return selected

@@ -155,7 +155,10 @@ def retention_figures(log: PartitionLog, cfg: LogConfig, configs: ConfigSet, opt
     no_retention = retention.no_retention_reason(cfg, configs.broker, override)
     if no_retention is not None:
         return dict(retention_reason=no_retention, retention_log_start_offset=log.log_start_offset)
-    plan = retention.plan_retention(log, cfg, opts.now_ms, log_start_offset_override=override, force=True)
+    plan = retention.plan_retention(
+        log, cfg, opts.now_ms, log_start_offset_override=override, force=True,
+        segment_rules=retention.applies_rules(cfg, configs.broker),
+    )  # fmt: skip
     rules: dict[str, int] = {}
     for d in plan.deletions:
         rules[d.reason] = rules.get(d.reason, 0) + 1

@@ -35,7 +35,7 @@ from kafka_log_core.rules.retention import (
     plan_retention,
     update_log_dir_checkpoints,
 )
-from kafka_log_core.settings.config import LogConfig
+from kafka_log_core.settings.config import BrokerConfig, LogConfig
 from tests.logbuild import TS, batch, make_log
 
 TP = TopicPartition("t", 0)
@@ -205,6 +205,41 @@ def test_log_start_override_is_refused_above_the_hw_and_never_moves_back(tmp_pat
     assert plan.new_log_start_offset == 3 and "never moves back" in plan.warnings[0]
 
 
+def test_log_start_override_of_minus_one_is_the_high_watermark(tmp_path):
+    # DeleteRecordsRequest.HIGH_WATERMARK (-1): Partition.deleteRecordsOnLeader deletes up to the HW
+    build(tmp_path, {0: seg(0, 5, NEW), 5: seg(5, 5, NEW)}, hw=7)
+    plan = plan_retention(open_log(tmp_path), cfg(), NOW, log_start_offset_override=-1)
+    assert plan.new_log_start_offset == 7 and plan.deleted_base_offsets == (0,)
+    with pytest.raises(UsageError, match="from 0 to the high watermark"):
+        plan_retention(open_log(tmp_path), cfg(), NOW, log_start_offset_override=-2)
+
+
+@pytest.mark.parametrize("policy", [COMPACT, frozenset()])
+def test_log_start_override_is_refused_without_delete_in_the_policy(tmp_path, policy):
+    # Partition.deleteRecordsOnLeader: PolicyViolationException unless cleanup.policy includes delete
+    build(tmp_path, {0: seg(0, 5, NEW), 5: seg(5, 5, NEW)}, hw=10)
+    with pytest.raises(UsageError, match="does not include delete; Kafka refuses DeleteRecords"):
+        plan_retention(open_log(tmp_path), cfg(policy), NOW, log_start_offset_override=6)
+    both = plan_retention(open_log(tmp_path), cfg(COMPACT | DELETE), NOW, log_start_offset_override=6)
+    assert both.new_log_start_offset == 6 and both.deleted_base_offsets == (0,)
+
+
+def test_delete_records_on_a_compact_delete_topic_with_the_cleaner_disabled_deletes_no_segment(tmp_path):
+    # LogManager.cleanupLogs skips compacted logs when there is no cleaner (log.cleaner.enable=false), so
+    # DeleteRecords only moves the log start offset (maybeIncrementLogStartOffset); expired segments stay
+    build(tmp_path, {0: seg(0, 5, OLD), 5: seg(5, 5, OLD), 10: seg(10, 5, NEW)}, hw=15)
+    config, broker = cfg(COMPACT | DELETE), BrokerConfig(log_cleaner_enable=False)
+    assert retention.no_retention_reason(config, broker, None) is not None
+    assert retention.no_retention_reason(config, broker, 7) is None
+    result = run(
+        tmp_path, config, log_start_offset_override=7, segment_rules=retention.applies_rules(config, broker)
+    )
+    assert result.plan.deletions == () and result.new_log_start_offset == 7
+    assert "no segment is deleted" in result.plan.warnings[0]
+    assert checkpoints.read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {TP: 7}
+    assert live_bases(tmp_path / "t-0") == [0, 5, 10]
+
+
 # ============================================================================================ high watermark
 def test_nothing_at_or_above_the_high_watermark_is_deleted(tmp_path):
     # testCannotDeleteSegmentsAtOrAboveHighWatermark: every segment is expired
@@ -312,7 +347,9 @@ def test_compact_and_empty_policies_get_only_the_start_offset_rule(tmp_path, pol
     build(tmp_path, {0: seg(0, 5, OLD), 5: seg(5, 5, OLD), 10: seg(10, 5, OLD)}, hw=15)
     config = cfg(policy, retention_ms=1, retention_bytes=0)  # would delete everything under `delete`
     assert plan_retention(open_log(tmp_path), config, NOW).deletions == ()  # and no guard: not effective
-    plan = plan_retention(open_log(tmp_path), config, NOW, log_start_offset_override=12)
+    # a log start offset from the checkpoint (Kafka refuses DeleteRecords on these topics)
+    checkpoints.write_offset_checkpoint(tmp_path / "log-start-offset-checkpoint", {TP: 12})
+    plan = plan_retention(open_log(tmp_path), config, NOW)
     assert [(x.base_offset, x.reason) for x in plan.deletions] == [
         (0, LOG_START_OFFSET),
         (5, LOG_START_OFFSET),
@@ -519,7 +556,8 @@ def _roll_scenario(root: Path) -> dict:
 
 
 def _delete_records_scenario(root: Path) -> dict:
-    """Compacted topic, DeleteRecords into the middle of a segment: no roll, log-start entry."""
+    """compact,delete topic (nothing expired), DeleteRecords into the middle of a segment: no roll,
+    log-start entry."""
     d = build(root, {0: seg(0, 5, NEW), 5: seg(5, 5, NEW), 10: seg(10, 5, NEW), 15: seg(15, 5, NEW)}, hw=20)
     for offset in (5, 10, 15, 20):
         write_producer_snapshot(segment_file(d, offset, ".snapshot"), [])
@@ -527,7 +565,7 @@ def _delete_records_scenario(root: Path) -> dict:
         d / "leader-epoch-checkpoint", [EpochEntry(0, 0), EpochEntry(1, 6)]
     )
     checkpoints.write_offset_checkpoint(root / "recovery-point-offset-checkpoint", {TP: 3})
-    return {"config": cfg(COMPACT), "override": 12}
+    return {"config": cfg(COMPACT | DELETE), "override": 12}
 
 
 def _retention_run(root: Path, scenario: dict) -> None:

@@ -89,6 +89,28 @@ def test_offsets_lines_are_sorted_as_text_and_a_partition_without_an_answer_has_
         assert (result.exit_code, result.output) == (0, output), when
 
 
+def test_partitions_are_chosen_as_kafka_get_offsets_chooses_them(tmp_path):
+    # GetOffsetShell: --topic is an IncludeList (commas mean "or"), --partitions a set of ids,
+    # --topic-partitions TOPIC:N | N-M (M exclusive) | N- | -M rules, --exclude-internal-topics
+    for topic, partition in (("a", 0), ("a", 1), ("a", 2), ("b", 0), ("__consumer_offsets", 0)):
+        make_log(tmp_path, topic, partition, {0: [batch(0, [("k", "v")], ts=TS)]}, interval=1)
+
+    def lines(*args: str) -> list[str]:
+        result = CliRunner().invoke(main, ["offsets", "--log-dir", str(tmp_path), *args])
+        assert result.exit_code == 0, result.output
+        return [line.rsplit(":", 1)[0] for line in result.output.splitlines()]
+
+    assert lines() == ["__consumer_offsets:0", "a:0", "a:1", "a:2", "b:0"]
+    assert lines("--exclude-internal-topics") == ["a:0", "a:1", "a:2", "b:0"]
+    assert lines("--topic", "a, b", "--partitions", "0,2") == ["a:0", "a:2", "b:0"]
+    assert lines("--topic-partitions", "a:1-,b") == ["a:1", "a:2", "b:0"]
+    assert lines("--topic-partitions", ":-1") == ["__consumer_offsets:0", "a:0", "b:0"]
+    assert lines("--topic-partitions", "a:1", "--exclude-internal-topics") == ["a:1"]
+    for bad in (["--topic-partitions", "a", "--topic", "a"], ["--partitions", "x"], ["--topic", "("]):
+        refused = CliRunner().invoke(main, ["offsets", "--log-dir", str(tmp_path), *bad])
+        assert refused.exit_code == 2 and "Traceback" not in refused.output, bad
+
+
 @pytest.mark.broker
 def test_offsets_print_what_kafka_get_offsets_prints(kafka_broker, tmp_path):
     """The same lines as Kafka's own kafka-get-offsets (GetOffsetShell) against the running broker, for
@@ -102,17 +124,22 @@ def test_offsets_print_what_kafka_get_offsets_prints(kafka_broker, tmp_path):
         (f"k{i}".encode(), b"v" * 50, (), TS + (i * 7919) % 1000, i % 11) for i in range(330)
     ]  # partition 11 stays empty
     produce(broker.bootstrap, "times", records)
-    specs = ["-1", "-2", "-3", "-4", "-5", "earliest", "max-timestamp", "latest-tiered"]
-    specs += [str(t) for t in (TS - 1, TS + 333, TS + 998, TS + 5000)]
+    runs = [["--topic", "times", "--time", spec] for spec in ("-1", "-2", "-3", "-4", "-5")]
+    runs += [["--topic", "times", "--time", spec] for spec in ("earliest", "max-timestamp", "latest-tiered")]
+    runs += [["--topic", "times", "--time", str(t)] for t in (TS - 1, TS + 333, TS + 998, TS + 5000)]
+    runs += [
+        ["--topic", "times,other", "--partitions", "1,10,11", "--time", "-3"],
+        ["--topic-partitions", "times:2-5,ti.*:10-", "--time", "-2"],
+        ["--topic-partitions", ":-2", "--exclude-internal-topics"],
+    ]
     theirs = {}
-    for spec in specs:
-        proc = run_get_offsets(broker.bootstrap, "--topic", "times", "--time", spec)
+    for args in runs:
+        proc = run_get_offsets(broker.bootstrap, *args)
         assert proc.returncode == 0, proc.stderr
-        theirs[spec] = proc.stdout
+        theirs[" ".join(args)] = (args, proc.stdout)
     broker.stop()
-    assert "times:10:" in theirs["-1"] and theirs[str(TS + 5000)] == ""  # the cases are told apart
-    for spec, output in theirs.items():
-        result = CliRunner().invoke(
-            main, ["offsets", "--log-dir", str(broker.log_dir), "--topic", "times", "--time", spec]
-        )
-        assert (result.exit_code, result.output) == (0, output), f"--time {spec}"
+    assert "times:10:" in theirs["--topic times --time -1"][1]  # the cases are told apart
+    assert theirs[f"--topic times --time {TS + 5000}"][1] == ""
+    for name, (args, output) in theirs.items():
+        result = CliRunner().invoke(main, ["offsets", "--log-dir", str(broker.log_dir), *args])
+        assert (result.exit_code, result.output) == (0, output), name
