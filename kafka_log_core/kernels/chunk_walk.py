@@ -30,7 +30,7 @@ from kafka_log_core.format.record_batch import (
 from kafka_log_core.kernels.batch_header import BASE_OFFSET_AT, RECORDS_COUNT_AT, framing
 from kafka_log_core.kernels.codec_kernels import LZ4_NEEDS_ROOM, LZ4_OK, decode_area, decode_limit
 from kafka_log_core.kernels.crc32c import crc32c
-from kafka_log_core.kernels.digest_store import STORE_NONE, STORE_STATE, STORE_USE
+from kafka_log_core.kernels.digest_store import S_HI, S_LO, S_OFFSET, STORE_NONE, STORE_STATE, STORE_USE
 from kafka_log_core.kernels.fields import borrowed, prefetch_row, read_i16, read_i32, read_i64, read_u32
 from kafka_log_core.kernels.header_scan import UNREADABLE_CONTROL
 from kafka_log_core.kernels.key_digest import DIGEST_HI, DIGEST_LO, hash_rows
@@ -212,9 +212,9 @@ def store_take(store, sst, rec, dig, bat, nb):
         for r in range(bat[k, B_FIRST], bat[k + 1, B_FIRST]):
             if rec[r, R_WANT] == WANT_HASH and s.mode == STORE_USE:
                 c = s.used
-                if c < store.shape[0] and np.int64(store[c, 2]) == rec[r, R_OFFSET]:
-                    dig[r, DIGEST_HI] = store[c, 0]
-                    dig[r, DIGEST_LO] = store[c, 1]
+                if c < store.shape[0] and np.int64(store[c, S_OFFSET]) == rec[r, R_OFFSET]:
+                    dig[r, DIGEST_HI] = store[c, S_HI]
+                    dig[r, DIGEST_LO] = store[c, S_LO]
                     rec[r, R_WANT] = WANT_STORED
                     s.used = c + 1
                 else:

@@ -24,11 +24,13 @@ from kafka_log_core.format.record_batch import (
     BatchRetention,
 )
 from kafka_log_core.kernels.batch_header import (
+    BASE_OFFSET_AT,
     BASE_TIMESTAMP_AT,
     BATCH_LENGTH_AT,
     MAX_TIMESTAMP_AT,
     RECORDS_COUNT_AT,
     batch_head,
+    framing,
 )
 from kafka_log_core.kernels.chunk_walk import (
     AREA_KERNEL,
@@ -47,11 +49,23 @@ from kafka_log_core.kernels.chunk_walk import (
 )
 from kafka_log_core.kernels.codec_kernels import compress_area, compress_bound
 from kafka_log_core.kernels.crc32c import crc32c
-from kafka_log_core.kernels.fields import borrowed, copy_bytes, read_i32, write_i16, write_i32, write_i64
+from kafka_log_core.kernels.digest_store import S_BATCH, S_HI, S_LO, S_OFFSET, STORE_USE, stored_batch
+from kafka_log_core.kernels.fields import (
+    borrowed,
+    copy_bytes,
+    prefetch_row,
+    read_i16,
+    read_i32,
+    read_i64,
+    write_i16,
+    write_i32,
+    write_i64,
+)
 from kafka_log_core.kernels.header_scan import NOT_CONTROL, UNREADABLE_CONTROL
 from kafka_log_core.kernels.key_digest import DIGEST_HI, DIGEST_LO
-from kafka_log_core.kernels.offset_map import map_find
+from kafka_log_core.kernels.offset_map import map_find, map_slot
 from kafka_log_core.kernels.record_walk import (
+    OK,
     R_BODY,
     R_KEEP,
     R_KEY_LEN,
@@ -60,6 +74,8 @@ from kafka_log_core.kernels.record_walk import (
     R_REC_END,
     R_TS_DELTA,
     R_VALUE_LEN,
+    SOURCE_BUF,
+    walk_into,
 )
 from kafka_log_core.kernels.statuses import (
     CONTINUE,
@@ -76,6 +92,10 @@ from kafka_log_core.kernels.txn_table import track_control, track_data
 
 # A rebuilt record may grow: a timestamp delta of up to 10 bytes instead of 1, a longer length varint.
 REBUILD_GROWTH_PER_RECORD = 14
+# The map slot of the stored digest this many rows ahead is fetched while a stored batch is cleaned.
+PREFETCH_AHEAD = 16
+# Where no stored batch is found, the chunks walked hold 1, 2, 4, ... up to 2**CHUNK_DOUBLINGS batches.
+CHUNK_DOUBLINGS = 9
 
 
 # BatchRetention as plain ints for the compiled pass
@@ -115,6 +135,7 @@ CLEAN_STATE = np.dtype(
             np.int64,
         ),  # the most one batch's records may decompress to (compression.MAX_BATCH_BYTES)
         ("out_needed", np.int64),  # STOP_OUTPUT: the room the batch may take in the output buffer
+        ("stored_batches", np.int64),  # batches cleaned from the digest store, their records not walked
     ]
 )
 # One row per batch written to the output buffer: what the offset and time indexes are built from.
@@ -412,6 +433,57 @@ def _in_keep_list(keep, s, offset):
     return i < keep.shape[0] and keep[i] == offset
 
 
+@njit(cache=True, inline="always")
+def _stored_batches(
+    buf, end, slots, keep, producers, txn, tstate, events, out, outb, scratch, store, sst, codecs, rec, dig, c,
+    st,
+):  # fmt: skip
+    """The run of uncompressed one-record batches from ``st.position`` whose (keyed) record pass 1 walked
+    and stored (``digest_store.stored_batch``), cleaned without the chunk: the offset and digest come
+    from the store, and a kept batch is copied unchanged or written empty, which reads nothing else of
+    the record; only a tombstone's record is walked (kept, it may be rebuilt with a delete horizon).
+    Stops at the first other batch. Returns (status, batches cleaned)."""
+    s = sst[0]
+    rows = store.shape[0]
+    n_slots = slots.shape[0]
+    taken = 0
+    while s.used < rows:
+        row = s.used
+        pos = st[0].position
+        at, tombstone = stored_batch(store, row)
+        if at != pos:
+            break
+        status, total, magic = framing(buf, pos, end)
+        if status != CONTINUE or magic != 2 or read_i32(buf, pos + RECORDS_COUNT_AT) != 1:
+            break
+        if read_i16(buf, pos + ATTRIBUTES_OFFSET) & (CODEC_MASK | CONTROL_MASK):
+            break
+        if row + PREFETCH_AHEAD < rows:
+            prefetch_row(slots, map_slot(store[row + PREFETCH_AHEAD, S_HI], n_slots))
+        offset = np.int64(store[row, S_OFFSET])
+        if tombstone:  # a kept one may be rebuilt (a delete horizon set): its record's fields are needed
+            err, _ = walk_into(buf, pos + HEADER_SIZE, pos + total, 1, read_i64(buf, pos + BASE_OFFSET_AT), rec, 0,
+                               False, -1, -2, SOURCE_BUF)  # fmt: skip
+            if err != OK or rec[0, R_OFFSET] != offset:
+                break
+        else:
+            rec[0, R_OFFSET] = offset
+            rec[0, R_KEY_LEN] = 0
+            rec[0, R_VALUE_LEN] = 0
+        dig[0, DIGEST_HI] = store[row, S_HI]
+        dig[0, DIGEST_LO] = store[row, S_LO]
+        status = _clean_batch(buf, pos, batch_head(buf, pos), buf, rec, dig, 0, True, slots, keep, producers, txn,
+                              tstate, events, out, outb, scratch, codecs, c, st)  # fmt: skip
+        if status != CONTINUE:
+            st[0].stored_batches += taken
+            return status, taken
+        s.used = row + 1
+        st[0].position = pos + total
+        taken += 1
+    st[0].stored_batches += taken
+    return CONTINUE, taken
+
+
 @njit(cache=True)
 def clean(
     buf, end, areas, bounds, slots, keep, producers, txn, tstate, events, out, outb, scratch, store, sst, karea_w,
@@ -421,7 +493,10 @@ def clean(
     :func:`build_map`. A compressed batch that loses records is rebuilt into ``scratch``, then compressed
     into the output, or (no library for its codec) left as a hole in it (``OUT_BATCH``) for Python to
     compress when it writes the buffer out. ``keep``:
-    the keep list, read when ``st.keep_list`` (then no key is hashed)."""
+    the keep list, read when ``st.keep_list`` (then no key is hashed). A one-record batch the store
+    (``STORE_WORDS`` of them) knows is cleaned without walking its record (:func:`_stored_batches`);
+    where none is, the batches are walked in a chunk of one batch, then of two, four, ... while none is
+    found after each."""
     buf, areas, bounds, slots, keep, producers = (
         borrowed(buf), borrowed(areas), borrowed(bounds), borrowed(slots), borrowed(keep), borrowed(producers)
     )  # fmt: skip
@@ -434,10 +509,23 @@ def clean(
     rec, dig, bat, cst, st = borrowed(rec), borrowed(dig), borrowed(bat), borrowed(cst), borrowed(st)
     c = cst[0]
     hash_upto = np.int64(-2) if st[0].keep_list else st[0].latest_offset
+    stored = store.shape[1] > S_BATCH
+    misses = 0  # runs of stored batches looked for in vain, one after another
     while True:
         if not (c.next < c.batches and bat[c.next, B_POS] == st[0].position):
+            limit = bat.shape[0]
+            if stored and sst[0].mode == STORE_USE:
+                status, taken = _stored_batches(buf, end, slots, keep, producers, txn, tstate, events, out, outb,
+                                                scratch, store, sst, codecs, rec, dig, c, st)  # fmt: skip
+                if status != CONTINUE:
+                    return status
+                if taken:
+                    misses = 0
+                limit = min(limit, (1 << misses) + 1)
+                if not taken:
+                    misses = min(misses + 1, CHUNK_DOUBLINGS)
             outcome, stop, nb, nr, err, err_pos, next_area = walk_chunk(
-                buf, st[0].position, end, rec, dig, bat, False, -1, hash_upto, areas, bounds,
+                buf, st[0].position, end, rec, dig, bat[:limit], False, -1, hash_upto, areas, bounds,
                 st[0].area_next, store, sst, karea_w, karea_r, codecs, st[0].max_batch_bytes,
             )  # fmt: skip
             if outcome == CHUNK_GROW:

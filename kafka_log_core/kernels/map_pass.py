@@ -185,7 +185,7 @@ def build_map(
                 st[0].area_next = bat[k, B_AREA] if bat[k, B_AREA] >= 0 else c.area_next
                 return status
             if sst[0].mode == STORE_FILL:
-                store_put(store, sst, rec, dig, bat[k, B_FIRST], bat[k + 1, B_FIRST])
+                store_put(store, sst, rec, dig, bat[k, B_FIRST], bat[k + 1, B_FIRST], bpos)
         c.next = c.batches
         st[0].position = c.stop
         st[0].area_next = c.area_next

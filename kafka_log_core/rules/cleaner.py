@@ -164,8 +164,11 @@ def keyed_bound(log: PartitionLog, start: int, end: int) -> int:
     return max(0, min(end - start, size // record_batch.MIN_RECORD_BYTES))
 
 
-DIGEST_STORE_BYTES = 64 * 1024 * 1024  # key digests kept from pass 1 for pass 2 (24 bytes per record)
-_STORE_ROW_BYTES = 24
+DIGEST_STORE_BYTES = 64 * 1024 * 1024  # key digests kept from pass 1 for pass 2 (32 bytes per record)
+_STORE_ROW_BYTES = 8 * digest_store.STORE_WORDS
+_SEGMENT_BYTES_PER_ROW = (
+    24  # a segment's store has a row per 24 bytes of it (keyed records are rarely smaller)
+)
 # Records of compressed batches decoded once for both passes, held from pass 1 until pass 2 cleans their
 # segment: at most this much per partition being cleaned; the batches past it are decoded in each pass.
 DECODED_STORE_BYTES = 128 * 1024 * 1024
@@ -218,7 +221,7 @@ def build_offset_map(
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         position = segment.offset_index.lookup(start).position
         store = NO_STORE
-        rows = min(budget, segment.size // _STORE_ROW_BYTES + 16)
+        rows = min(budget, segment.size // _SEGMENT_BYTES_PER_ROW + 16)
         if digests is not None and segment.base_offset >= start and position == 0 and rows > 16:
             store = new_store(rows, digest_store.STORE_FILL)
         areas = None

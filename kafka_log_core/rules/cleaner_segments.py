@@ -428,7 +428,7 @@ def raise_offsets(segment: Segment, position: int) -> None:
 # ============================================================================================ pass 1
 def new_store(rows: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
     """A digest store of ``rows`` rows and its state (``digest_store.STORE_*``)."""
-    return np.empty((rows, 3), dtype=np.uint64), statuses.new_state(
+    return np.empty((rows, digest_store.STORE_WORDS), dtype=np.uint64), statuses.new_state(
         digest_store.STORE_STATE, mode=mode, valid=True
     )
 

@@ -144,30 +144,17 @@ def _ours(tmp_path, line: str, version: KafkaVersion, broker: bool = False) -> s
 
 
 @pytest.mark.parametrize(("release", "jars"), [(KAFKA_4, "kafka_jars"), (KAFKA_3, "kafka3_jars")])
-def test_topic_values_are_accepted_and_refused_as_kafkas_log_config_does(tmp_path, request, release, jars):
-    lib_dir = request.getfixturevalue(jars)
-    source = tmp_path / "CheckLogConfig.java"
-    source.write_text(CHECK)
-    proc = run_java_source(source, "topic", *VALUES, lib_dir=lib_dir)
-    assert proc.returncode == 0, proc.stderr
-    theirs = proc.stdout.split()
-    assert len(theirs) == len(VALUES) and "accepted" in theirs and "refused" in theirs
-    version = KafkaVersion.parse(release.version)
-    ours = [_ours(tmp_path, line, version) for line in VALUES]
-    assert dict(zip(VALUES, ours, strict=True)) == dict(zip(VALUES, theirs, strict=True))
-
-
-@pytest.mark.parametrize(("release", "jars"), [(KAFKA_4, "kafka_jars"), (KAFKA_3, "kafka3_jars")])
-def test_broker_values_are_accepted_and_refused_as_kafkas_broker_config_does(
-    tmp_path, request, release, jars
+@pytest.mark.parametrize(("level", "values"), [("topic", VALUES), ("broker", BROKER_VALUES)])
+def test_values_are_accepted_and_refused_as_kafkas_own_config_classes_do(
+    tmp_path, request, release, jars, level, values
 ):
     lib_dir = request.getfixturevalue(jars)
     source = tmp_path / "CheckLogConfig.java"
     source.write_text(CHECK)
-    proc = run_java_source(source, "broker", *BROKER_VALUES, lib_dir=lib_dir)
+    proc = run_java_source(source, level, *values, lib_dir=lib_dir)
     assert proc.returncode == 0, proc.stderr
     theirs = proc.stdout.split()
-    assert len(theirs) == len(BROKER_VALUES) and "accepted" in theirs and "refused" in theirs
+    assert len(theirs) == len(values) and "accepted" in theirs and "refused" in theirs
     version = KafkaVersion.parse(release.version)
-    ours = [_ours(tmp_path, line, version, broker=True) for line in BROKER_VALUES]
-    assert dict(zip(BROKER_VALUES, ours, strict=True)) == dict(zip(BROKER_VALUES, theirs, strict=True))
+    ours = [_ours(tmp_path, line, version, broker=level == "broker") for line in values]
+    assert dict(zip(values, ours, strict=True)) == dict(zip(values, theirs, strict=True))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 
 import crc32c
 import lz4.frame
@@ -512,26 +513,7 @@ def test_no_python_step_per_batch_for_plain_and_committed_data(tmp_path, monkeyp
 def test_digests_kept_from_pass_one_give_the_same_files(tmp_path, monkeypatch, store_bytes):
     """Pass 2 takes the key digests pass 1 stored instead of hashing again: with no store, a store too
     small for a segment, or the default one, the cleaned files are the same."""
-    rng = random.Random(3)
-    segments, offset, aborted = {}, 0, []
-    for _ in range(4):
-        out = []
-        segments[offset] = out
-        for _ in range(150):
-            n = rng.choice([1, 1, 4])
-            kind = rng.random()
-            kvs = [(f"k{rng.randrange(120)}", None if rng.random() < 0.05 else "v") for _ in range(n)]
-            if kind < 0.1:
-                out += [
-                    batch(offset, kvs, pid=50, epoch=0, seq=offset, txn=True),
-                    marker(offset + n, False, 50),
-                ]
-                aborted.append((offset, offset + n))
-                offset += n + 1
-            else:
-                out.append(batch(offset, kvs, codec=compression.LZ4 if kind < 0.3 else 0))
-                offset += n
-    segments[offset] = [single(offset, "z")]
+    segments, aborted = _mixed_segments(3, 150, 4, 120, lambda kind: compression.LZ4 if kind < 0.3 else 0)
     _cleaned_alike(tmp_path, monkeypatch, segments, aborted, "DIGEST_STORE_BYTES", store_bytes)
 
 
@@ -603,18 +585,22 @@ def test_a_segment_that_opens_with_a_run_of_plain_batches_is_not_decoded_ahead_a
     _cleaned_alike(tmp_path, monkeypatch, segments, [], "DECODED_STORE_BYTES", cleaner.DECODED_STORE_BYTES)
 
 
-def _mixed_segments(seed: int) -> tuple[dict[int, list[bytes]], list[tuple[int, int]]]:
-    """Four segments of plain and compressed batches (some of producer 50's aborted transactions) and
-    an active one: the segments and the aborted ranges."""
+def _mixed_segments(
+    seed: int, batches: int, larger: int, keys: int, codec: Callable[[float], int]
+) -> tuple[dict[int, list[bytes]], list[tuple[int, int]]]:
+    """Four segments of ``batches`` batches of 1 or ``larger`` records over ``keys`` keys, a tenth of them
+    aborted transactions of producer 50, the others compressed with ``codec(draw)`` (``draw`` >= 0.1), and
+    an active segment: the segments and the aborted ranges."""
     rng = random.Random(seed)
     segments, offset, aborted = {}, 0, []
     for _ in range(4):
         out = []
         segments[offset] = out
-        for _ in range(100):
-            n = rng.choice([1, 1, 5])
-            kvs = [(f"k{rng.randrange(100)}", None if rng.random() < 0.05 else "v") for _ in range(n)]
-            if rng.random() < 0.1:
+        for _ in range(batches):
+            n = rng.choice([1, 1, larger])
+            kind = rng.random()
+            kvs = [(f"k{rng.randrange(keys)}", None if rng.random() < 0.05 else "v") for _ in range(n)]
+            if kind < 0.1:
                 out += [
                     batch(offset, kvs, pid=50, epoch=0, seq=offset, txn=True),
                     marker(offset + n, False, 50),
@@ -622,10 +608,14 @@ def _mixed_segments(seed: int) -> tuple[dict[int, list[bytes]], list[tuple[int, 
                 aborted.append((offset, offset + n))
                 offset += n + 1
             else:
-                out.append(batch(offset, kvs, codec=rng.choice([0, compression.ZSTD])))
+                out.append(batch(offset, kvs, codec=codec(kind)))
                 offset += n
     segments[offset] = [single(offset, "z")]
     return segments, aborted
+
+
+def _zstd_half(kind: float) -> int:
+    return compression.ZSTD if kind < 0.55 else 0
 
 
 @pytest.mark.parametrize("mapped_bytes", [6000, cleaner.MAPPED_SEGMENT_BYTES], ids=["one-segment", "default"])
@@ -634,14 +624,14 @@ def test_segments_kept_mapped_from_pass_one_for_pass_two_give_the_same_files(
 ):
     """Pass 2 walks the segments pass 1 left mapped (within MAPPED_SEGMENT_BYTES) instead of mapping
     them again: with none kept, one, or all of them, the cleaned files are the same."""
-    segments, aborted = _mixed_segments(7)
+    segments, aborted = _mixed_segments(7, 100, 5, 100, _zstd_half)
     _cleaned_alike(tmp_path, monkeypatch, segments, aborted, "MAPPED_SEGMENT_BYTES", mapped_bytes)
 
 
 def test_a_segment_is_mapped_once_for_both_passes_within_the_budget(tmp_path, monkeypatch):
     """With the default MAPPED_SEGMENT_BYTES every segment the round rewrites is read (mapped) once for
     both passes; with none kept mapped, at least once per pass."""
-    segments, _ = _mixed_segments(8)
+    segments, _ = _mixed_segments(8, 100, 5, 100, _zstd_half)
     reads: list[str] = []
     read_log = log_file.read_log
 
