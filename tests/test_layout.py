@@ -220,6 +220,7 @@ STORAGE = f"{CORE}.storage"
 LOCAL_ONLY = {
     "jobs.package": "`make dist` packs this checkout",
     "spark_udfs.packages": "Spark's Ivy settings on the machine that starts Spark",
+    "kafka_log_core.numba_cache": "numba's cache beside the package's own source files",
 }
 _READS = {("os", "scandir"), ("os", "listdir"), ("os", "stat"), ("mmap", "mmap")}
 _READ_METHODS = {"read_bytes", "read_text", "iterdir"}

@@ -17,3 +17,7 @@ Their output tables have named columns (``R_*`` / field constants), never bare p
 May import the root modules and :mod:`kafka_log_core.format` (layouts, codec ids); imported by ``log``,
 ``rules`` and the tools above them.
 """
+
+from kafka_log_core.numba_cache import drop_stale
+
+drop_stale()  # before any kernel is loaded from numba's cache
