@@ -166,9 +166,8 @@ def keyed_bound(log: PartitionLog, start: int, end: int) -> int:
 
 DIGEST_STORE_BYTES = 64 * 1024 * 1024  # key digests kept from pass 1 for pass 2 (32 bytes per record)
 _STORE_ROW_BYTES = 8 * digest_store.STORE_WORDS
-_SEGMENT_BYTES_PER_ROW = (
-    24  # a segment's store has a row per 24 bytes of it (keyed records are rarely smaller)
-)
+# a segment's store has a row per 24 bytes of it (keyed records are rarely smaller)
+_SEGMENT_BYTES_PER_ROW = 24
 # Records of compressed batches decoded once for both passes, held from pass 1 until pass 2 cleans their
 # segment: at most this much per partition being cleaned; the batches past it are decoded in each pass.
 DECODED_STORE_BYTES = 128 * 1024 * 1024

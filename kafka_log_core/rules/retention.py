@@ -86,9 +86,8 @@ RETENTION_BYTES = "retention.bytes"
 LOG_START_OFFSET = "log start offset"
 GUARD_MIN_RETENTION_MS = 3_600_000  # below one hour needs --force
 FORCE_FLAG = "--force"
-DELETE_RECORDS_HIGH_WATERMARK = (
-    -1
-)  # DeleteRecordsRequest.HIGH_WATERMARK: the offset -1 means the high watermark
+# DeleteRecordsRequest.HIGH_WATERMARK: the offset -1 means the high watermark
+DELETE_RECORDS_HIGH_WATERMARK = -1
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log end offset (no replication-offset-checkpoint entry)"
 

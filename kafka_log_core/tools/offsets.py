@@ -87,12 +87,10 @@ def _offset_by_timestamp(log: PartitionLog, target: int, max_batch_bytes: int) -
 
 
 # --- which partitions: kafka-get-offsets' --topic, --partitions, --topic-partitions, --exclude-internal-topics
-INTERNAL_TOPICS = frozenset(
-    {"__consumer_offsets", "__transaction_state", "__share_group_state"}
-)  # Topic.isInternal
-_RULE = re.compile(
-    r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?"
-)  # GetOffsetShell's TOPIC_PARTITION_PATTERN
+# Topic.isInternal
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# GetOffsetShell's TOPIC_PARTITION_PATTERN
+_RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
 _INT_MAX = 2**31 - 1
 Selection = Callable[[TopicPartition], bool]
 
@@ -121,35 +119,36 @@ def partition_selection(
     if topic_partitions is not None:
         if topic is not None or partitions is not None:
             raise UsageError("--topic-partitions cannot be used with --topic or --partitions")
-        rules = []
-        for spec in topic_partitions.split(","):
-            m = _RULE.fullmatch(spec)
-            if m is None:
-                raise UsageError(f"--topic-partitions: invalid rule specification: {spec}")
-            pattern = include_list(m[1] or ".*", "--topic-partitions")
-            if m[2]:
-                low, high = _int(m[2], "--topic-partitions", spec), None
-            else:
-                low = _int(m[3], "--topic-partitions", spec) if m[3] else 0
-                high = _int(m[4], "--topic-partitions", spec) if m[4] else _INT_MAX
-            rules.append((pattern, low, high))
+        matches = _rule_selection(topic_partitions)
+    else:
+        matches = _topic_selection(topic, partitions)
+    if not exclude_internal:
+        return matches
+    return lambda tp: tp.topic not in INTERNAL_TOPICS and matches(tp)
 
-        def chosen(tp: TopicPartition) -> bool:
-            if exclude_internal and tp.topic in INTERNAL_TOPICS:
-                return False
-            return any(
-                p.fullmatch(tp.topic)
-                and (tp.partition == low if high is None else low <= tp.partition < high)
-                for p, low, high in rules
-            )
 
-        return chosen
+def _rule_selection(topic_partitions: str) -> Selection:
+    """--topic-partitions: TOPIC_REGEX[:N|:N-M|:N-|:-M] rules, M exclusive."""
+    rules = []
+    for spec in topic_partitions.split(","):
+        m = _RULE.fullmatch(spec)
+        if m is None:
+            raise UsageError(f"--topic-partitions: invalid rule specification: {spec}")
+        pattern = include_list(m[1] or ".*", "--topic-partitions")
+        if m[2]:
+            low, high = _int(m[2], "--topic-partitions", spec), None
+        else:
+            low = _int(m[3], "--topic-partitions", spec) if m[3] else 0
+            high = _int(m[4], "--topic-partitions", spec) if m[4] else _INT_MAX
+        rules.append((pattern, low, high))
+    return lambda tp: any(
+        p.fullmatch(tp.topic) and (tp.partition == low if high is None else low <= tp.partition < high)
+        for p, low, high in rules
+    )
+
+
+def _topic_selection(topic: str | None, partitions: str | None) -> Selection:
+    """--topic (default every topic) and --partitions (default every partition)."""
     pattern = include_list(topic if topic is not None else ".*", "--topic")
     ids = {_int(x, "--partitions", partitions) for x in partitions.split(",")} if partitions else set()
-
-    def selected(tp: TopicPartition) -> bool:
-        if exclude_internal and tp.topic in INTERNAL_TOPICS:
-            return False
-        return bool(pattern.fullmatch(tp.topic)) and (not ids or tp.partition in ids)
-
-    return selected
+    return lambda tp: bool(pattern.fullmatch(tp.topic)) and (not ids or tp.partition in ids)
