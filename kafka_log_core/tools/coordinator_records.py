@@ -3,20 +3,15 @@
 
 A coordinator record's key is ``int16 type`` then the key's fields (version 0); its value is ``int16
 version`` then the value's fields in that version (a null value is a tombstone, printed ``<DELETE>``).
-The fields are Kafka's message schemas, written out below as tables: versions ``"0+"``, ``"1"`` or
-``"3+"``; a flexible version (``FLEXIBLE_FROM``) has compact strings, bytes and arrays (unsigned varint
-length + 1, 0 = null) and ends each struct with its tagged fields (unsigned varint count, then tag,
-size and value each), a non-flexible one has int16 string lengths and int32 bytes and array lengths
-(-1 = null)::
+The fields are Kafka's message schemas, written out below as :mod:`~kafka_log_core.tools.message_schema`
+tables and printed as::
 
     key    {"type":"<type>","data":{<fields>}}
     value  {"version":"<version>","data":{<fields>}}
 
-The JSON is Jackson's compact text: fields in schema order, a tagged field only when it is not its
-default, bytes in base64, a uuid as Kafka prints it (URL-safe base64 without padding). A classic group's
-members (``protocolType`` ``consumer``) have their subscription and assignment bytes shown decoded
-(``ConsumerProtocolSubscription`` / ``ConsumerProtocolAssignment``, version first), or as bytes when they
-do not decode; a transaction's ``transactionStatus`` is shown by its state's name.
+A classic group's members (``protocolType`` ``consumer``) have their subscription and assignment bytes
+shown decoded (``ConsumerProtocolSubscription`` / ``ConsumerProtocolAssignment``, version first), or as
+bytes when they do not decode; a transaction's ``transactionStatus`` is shown by its state's name.
 
 Decoded: the classic consumer groups' records (types 0, 1 and 2: offset commits and group metadata)
 and the transaction log (type 0). The records of the newer group protocols (types 3 and up: consumer,
@@ -26,13 +21,12 @@ share and streams groups, KIP-848 and later) are named, not decoded.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 from kafka_log_core.errors import CorruptDataError
-from kafka_log_core.format.checkpoints import encode_uuid
-from kafka_log_core.format.kafka_message import INT8, INT16, INT32, INT64, MessageReader
+from kafka_log_core.format.kafka_message import MessageReader
+from kafka_log_core.tools import message_schema
 from kafka_log_core.tools.json_text import to_json
+from kafka_log_core.tools.message_schema import Field, Schema
 
 OFFSETS = "offsets"
 TRANSACTION_LOG = "transaction-log"
@@ -42,35 +36,6 @@ TRANSACTION_STATES = (
     "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
     "PrepareEpochFence",
 )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    """One schema field: JSON name, type (``int8``..``int64``, ``string``, ``bytes``, ``uuid``, ``[]int32``,
-    ``[]string`` or ``[]`` with ``fields``), versions, nullable versions, tag (tagged fields) and default."""
-
-    name: str
-    kind: str
-    versions: str = "0+"
-    nullable: str = "none"
-    tag: int | None = None
-    default: object = None
-    fields: tuple[Field, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Schema:
-    fields: tuple[Field, ...]
-    flexible_from: int | None = None  # None: no flexible version
-
-
-def _in(versions: str, version: int) -> bool:
-    if versions == "none":
-        return False
-    if versions.endswith("+"):
-        return version >= int(versions[:-1])
-    low, _, high = versions.partition("-")
-    return int(low) <= version <= int(high or low)
 
 
 _TOPIC_PARTITIONS = (Field("topic", "string"), Field("partitions", "[]int32"))
@@ -151,82 +116,10 @@ TRANSACTION_VALUES = {
     )
 }
 _VALID_VALUE_VERSIONS = {OFFSETS: {0: (0, 4), 1: (0, 4), 2: (0, 4)}, TRANSACTION_LOG: {0: (0, 1)}}
-_INTS = {"int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64}
-
-
-def _length(r: MessageReader, flexible: bool, wide: bool, what: str) -> int:
-    """A string (int16), bytes or array (int32) length; -1 = null."""
-    if flexible:
-        return r.length(what)
-    return r.fixed(INT32 if wide else INT16, what)
-
-
-def _read_value(r: MessageReader, field: Field, version: int, flexible: bool) -> object:
-    kind = field.kind
-    if kind in _INTS:
-        return r.fixed(_INTS[kind], field.name)
-    if kind == "uuid":
-        return r.uuid(field.name)
-    if kind in ("string", "bytes"):
-        n = _length(r, flexible, kind == "bytes", field.name)
-        if n < 0:
-            if not _in(field.nullable, version):
-                raise ValueError(f"non-nullable field {field.name} was serialized as null")
-            return None
-        raw = r.take(n, field.name)
-        return raw.decode("utf-8", "replace") if kind == "string" else raw
-    n = _length(r, flexible, True, field.name)  # an array
-    if n < 0:
-        if not _in(field.nullable, version):
-            raise ValueError(f"non-nullable field {field.name} was serialized as null")
-        return None
-    if kind == "[]":
-        return [_read_struct(r, field.fields, version, flexible) for _ in range(n)]
-    element = Field(field.name, kind[2:])
-    return [_read_value(r, element, version, flexible) for _ in range(n)]
-
-
-def _read_struct(
-    r: MessageReader, fields: Sequence[Field], version: int, flexible: bool
-) -> dict[str, object]:
-    values: dict[str, object] = {}
-    for field in fields:
-        if field.tag is None and _in(field.versions, version):
-            values[field.name] = _read_value(r, field, version, flexible)
-    if flexible:
-        tagged = {f.tag: f for f in fields if f.tag is not None and _in(f.versions, version)}
-        for _ in range(r.uvarint("tagged fields")):
-            tag, size = r.uvarint("tag"), r.uvarint("tagged field size")
-            data = r.take(size, "tagged field")
-            if tag in tagged:
-                values[tagged[tag].name] = _read_value(MessageReader(data), tagged[tag], version, flexible)
-    return values
-
-
-def _as_json(fields: Sequence[Field], values: dict[str, object], version: int) -> dict[str, object]:
-    """The JSON object Kafka's generated converter writes: schema order, tagged fields only when set."""
-    out: dict[str, object] = {}
-    for field in fields:
-        if not _in(field.versions, version):
-            continue
-        if field.tag is not None:
-            value = values.get(field.name, field.default)
-            if value == field.default:
-                continue
-        else:
-            value = values[field.name]
-        if field.kind == "uuid" and isinstance(value, bytes):
-            value = encode_uuid(value)
-        elif field.kind == "[]" and isinstance(value, list):
-            value = [_as_json(field.fields, item, version) for item in value]
-        out[field.name] = value
-    return out
 
 
 def parse(schema: Schema, data: bytes, version: int) -> dict[str, object]:
-    flexible = schema.flexible_from is not None and version >= schema.flexible_from
-    r = MessageReader(data)
-    return _as_json(schema.fields, _read_struct(r, schema.fields, version, flexible), version)
+    return message_schema.parse(schema, MessageReader(data), version)
 
 
 def _decoded_member_bytes(member: dict[str, object]) -> None:
