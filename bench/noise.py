@@ -10,6 +10,8 @@ two canaries timed just before and just after the clean, which say how fast the 
 moment whatever our code does: a fixed chain of register arithmetic (the core's speed) and a fixed pointer
 chase over 32 MiB (the caches' and memory's).
 
+``--trace SECONDS`` runs the canaries alone, back to back, and prints how their times spread.
+
 ``--variants plain,synced`` alternates ways of preparing each copy: ``plain`` as the sweep (copied, then
 cleaned); ``synced`` with the copy written back first (``os.sync``) and a second's pause. The allocator's
 part is measured by running the whole script again under ``MALLOC_MMAP_THRESHOLD_`` /
@@ -208,6 +210,21 @@ def _line(r: dict) -> str:
     return " ".join(f"{r[c]:>8.1f}" if isinstance(r[c], float) else f"{r[c]!s:>8}" for c in _COLUMNS)
 
 
+def trace(seconds: float) -> None:
+    """The three canaries alone, back to back: how the machine's speed moves with nothing of ours running."""
+    nxt, wide = _chase_cycle(_CHASE_SLOTS), np.arange(_WIDE_WORDS, dtype=np.uint64)
+    _canaries(nxt, wide)
+    end, rows = time.monotonic() + seconds, []
+    while time.monotonic() < end:
+        cpu = time.thread_time()
+        rows.append((*_canaries(nxt, wide), (time.thread_time() - cpu) * 1e3))
+    for i, name in enumerate(("spin", "chase", "wide", "all three by CPU time")):
+        v = [r[i] for r in rows]
+        slow = sum(x > 1.3 * min(v) for x in v) / len(v)
+        print(f"{name}: {len(v)} samples, min {min(v):.2f} ms, median {statistics.median(v):.2f}, "
+              f"p95 {statistics.quantiles(v, n=20)[-1]:.2f}, max {max(v):.2f}; over 1.3x the min: {slow:.0%}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench.probe import _clean_a_copy, _warm_compaction
     from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
@@ -215,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     from kafka_log_core.settings.config import load_config
 
     ap = argparse.ArgumentParser(prog="python -m bench.noise")
-    ap.add_argument("log_dir", help="a sweep shape's generated log dir (copied for each clean)")
+    ap.add_argument("log_dir", nargs="?", help="a sweep shape's generated log dir (copied for each clean)")
     ap.add_argument("--cleans", type=int, default=16)
     ap.add_argument("--segment-bytes", type=int, default=16 * 1024 * 1024)
     ap.add_argument("--variants", default="plain", help="comma-separated, alternated: plain, synced")
@@ -223,7 +240,15 @@ def main(argv: list[str] | None = None) -> int:
         "--phases", action="store_true", help="pass 1 timed apart before each clean, as the sweep"
     )
     ap.add_argument("--json", default=None, help="write every clean's figures here")
+    ap.add_argument(
+        "--trace", type=float, default=None, metavar="SECONDS", help="the canaries alone, no clean"
+    )
     args = ap.parse_args(argv)
+    if args.trace is not None:
+        trace(args.trace)
+        return 0
+    if args.log_dir is None:
+        ap.error("LOG_DIR is needed unless --trace")
     variants = args.variants.split(",")
     sets = [*_SETS, f"segment.bytes={args.segment_bytes}"]
     now_ms = int(time.time() * 1000)
