@@ -268,3 +268,42 @@ def test_decoders_match_kafkas_on_the_coordinators_topics_of_a_broker(kafka_brok
     _compare_with_kafka(harness, offsets_files, ["--offsets-decoder", "--skip-record-metadata"])
     dumped = run_dump("--files", ",".join(map(str, offsets_files)), "--offsets-decoder").stdout
     assert "<DELETE>" in dumped and '"groupInstanceId":"static-1"' in dumped and '"subscription":{' in dumped
+
+
+def test_offsets_decoder_matches_kafkas_on_a_consumer_groups_records(kafka_broker):
+    """--offsets-decoder on the records of the consumer group protocol (KIP-848, group.protocol=consumer),
+    as a 4.4 broker wrote them: group metadata, member metadata, target assignment and current assignment
+    (with topic ids), a regex subscription, commits, and a group deleted after its members left."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    harness = _kafka_dump()
+    broker = kafka_broker(**{"offsets.topic.num.partitions": 1})
+    for topic in ("orders", "ordinals"):
+        harness.create_topic(broker.bootstrap, topic, 3, {})
+        harness.produce(broker.bootstrap, topic, [(f"k{i}".encode(), b"v") for i in range(12)])
+    groups = (
+        ("kip848", "orders", "orders"),
+        ("regex", "^ord.*", "ordinals"),
+        ("gone", "ordinals", "ordinals"),
+    )
+    for group, subscription, committed in groups:
+        consumer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+             "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.rack": "rack-ü"}
+        )  # fmt: skip
+        consumer.subscribe([subscription])
+        for _ in range(60):
+            if consumer.poll(1.0) is not None and len(consumer.assignment()) >= 3:
+                break
+        consumer.commit(offsets=[TopicPartition(committed, 1, 5)], asynchronous=False)
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_consumer_groups(["gone"])["gone"].result(30)
+    assert broker.stop() in harness.CLEAN_EXIT_CODES
+    files = sorted((broker.log_dir / "__consumer_offsets-0").glob("*.log"))
+    _compare_with_kafka(harness, files, ["--offsets-decoder"])
+    dumped = run_dump("--files", ",".join(map(str, files)), "--offsets-decoder").stdout
+    types = set(re.findall(r'key: \{"type":"(\d+)"', dumped))
+    assert {"3", "5", "6", "7", "8", "16"} <= types, types
+    assert "<DELETE>" in dumped and '"rackId":"rack-ü"' in dumped
