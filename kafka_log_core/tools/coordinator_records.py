@@ -293,6 +293,24 @@ def parse(schema: Schema, data: bytes, version: int) -> dict[str, object]:
     return message_schema.parse(schema, MessageReader(data), version)
 
 
+def _version(buffer: bytes, name: str) -> int:
+    """The int16 a key (its record type) or value (its version) starts with (CoordinatorRecordSerde)."""
+    if len(buffer) < 2:
+        raise ValueError(f"Could not read version from {name}'s buffer.")
+    return int(struct.unpack_from(">h", buffer)[0])
+
+
+def _read(schema: Schema, buffer: bytes, version: int, name: str) -> dict[str, object]:
+    """The fields after the version, read at ``version`` (a key's is its record type); an error is said as
+    Kafka's CoordinatorRecordSerde says it, with our reader's detail."""
+    try:
+        return parse(schema, buffer[2:], version)
+    except CorruptDataError as err:
+        raise ValueError(
+            f"Could not read record with version {version} from {name}'s buffer due to: {err}."
+        ) from err
+
+
 def _decoded_member_bytes(member: dict[str, object]) -> None:
     for name, schema in (("subscription", SUBSCRIPTION), ("assignment", ASSIGNMENT)):
         raw = member.get(name)
@@ -320,21 +338,18 @@ def decode(
         (OFFSETS_KEYS, OFFSETS_VALUES) if decoder == OFFSETS else (TRANSACTION_KEYS, TRANSACTION_VALUES)
     )
     try:
-        if len(key) < 2:
-            raise ValueError("the key holds no record type")
-        record_type = struct.unpack_from(">h", key)[0]
+        record_type = _version(key, "key")
         if record_type not in keys:
             return f"Unknown record type {record_type} at offset {offset}, skipping.", None
-        key_text = to_json({"type": str(record_type), "data": parse(keys[record_type], key[2:], 0)})
+        key_data = _read(keys[record_type], key, record_type, "key")
+        key_text = to_json({"type": str(record_type), "data": key_data})
         if value is None:
             return key_text, DELETE
-        if len(value) < 2:
-            raise ValueError("the value holds no version")
-        version = struct.unpack_from(">h", value)[0]
+        version = _version(value, "value")
         low, high = _VALID_VALUE_VERSIONS[decoder][record_type]
         if not low <= version <= high:
-            raise ValueError(f"unknown version {version} of the value of record type {record_type}")
-        data = parse(values[record_type], value[2:], version)
+            raise ValueError(f"Found an unknown record version {version} for {record_type} type")
+        data = _read(values[record_type], value, version, "value")
         if decoder == TRANSACTION_LOG:
             status = data["transactionStatus"]
             if not isinstance(status, int) or not 0 <= status < len(TRANSACTION_STATES):
