@@ -13,9 +13,9 @@ A classic group's members (``protocolType`` ``consumer``) have their subscriptio
 shown decoded (``ConsumerProtocolSubscription`` / ``ConsumerProtocolAssignment``, version first), or as
 bytes when they do not decode; a transaction's ``transactionStatus`` is shown by its state's name.
 
-Decoded: the classic consumer groups' records (types 0, 1 and 2: offset commits and group metadata)
-and the transaction log (type 0). The records of the newer group protocols (types 3 and up: consumer,
-share and streams groups, KIP-848 and later) are named, not decoded.
+Decoded: every record type of Kafka 4.4's group coordinator (0-2: offset commits and classic groups;
+3-8 and 16: consumer groups, KIP-848; 10-15: share groups; 17 and 19-23: streams groups) and of its
+transaction log (type 0).
 """
 
 from __future__ import annotations
@@ -76,9 +76,177 @@ OFFSETS_VALUES = {
     ),
 }
 OFFSETS_VALUES[1] = OFFSETS_VALUES[0]
-# The record types of the newer group protocols Kafka 4.4 decodes (3-8 consumer, 10-16 share, 17-23 streams
-# groups; 9 and 18 are not used), which kafka-log-jobs names without decoding.
-NEWER_GROUP_RECORD_TYPES = frozenset({*range(3, 9), *range(10, 18), *range(19, 24)})
+
+
+# The newer group protocols' records (group-coordinator's generated CoordinatorRecordType of Kafka 4.4):
+# consumer groups (KIP-848) 3-8 and 16, share groups 10-15, streams groups 17 and 19-23 (9 and 18 are not
+# used). Keys are non-flexible version 0, values flexible version 0.
+def _key(*names: str) -> Schema:
+    return Schema(tuple(Field(name, "string") for name in names))
+
+
+def _value(*fields: Field) -> Schema:
+    return Schema(fields, flexible_from=0)
+
+
+_GROUP, _MEMBER_KEY = _key("groupId"), _key("groupId", "memberId")
+_TOPIC_ID_PARTITIONS = (Field("topicId", "uuid"), Field("partitions", "[]int32"))
+_EPOCHS = Field("assignmentEpochs", "[]int32", nullable="0+", tag=0, default=[])
+_TASK_IDS = (Field("subtopologyId", "string"), Field("partitions", "[]int32"))
+_TASK_IDS_WITH_EPOCHS = (*_TASK_IDS, _EPOCHS)
+_ASSIGNMENT_METADATA = _value(
+    Field("assignmentEpoch", "int32"), Field("assignmentTimestamp", "int64", tag=0, default=0)
+)
+_CONFIGS = (Field("key", "string"), Field("value", "string"))
+_TOPIC_INFO = (
+    Field("name", "string"),
+    Field("partitions", "int32"),
+    Field("replicationFactor", "int16"),
+    Field("topicConfigs", "[]", fields=_CONFIGS),
+)
+_STATE_TOPICS = (Field("topicId", "uuid"), Field("topicName", "string"), Field("partitions", "[]int32"))
+NEWER_GROUP_KEYS = {
+    **dict.fromkeys((3, 4, 6, 11, 12, 15, 17, 20, 23), _GROUP),
+    **dict.fromkeys((5, 7, 8, 10, 13, 14, 19, 21, 22), _MEMBER_KEY),
+    16: _key("groupId", "regularExpression"),
+}
+NEWER_GROUP_VALUES = {
+    3: _value(Field("epoch", "int32"), Field("metadataHash", "int64", tag=0, default=0)),
+    4: _value(
+        Field(
+            "topics",
+            "[]",
+            fields=(
+                Field("topicId", "uuid"),
+                Field("topicName", "string"),
+                Field("numPartitions", "int32"),
+                Field(
+                    "partitionMetadata",
+                    "[]",
+                    fields=(Field("partition", "int32"), Field("racks", "[]string")),
+                ),
+            ),
+        )
+    ),
+    5: _value(
+        Field("instanceId", "string", nullable="0+"),
+        Field("rackId", "string", nullable="0+"),
+        Field("clientId", "string"),
+        Field("clientHost", "string"),
+        Field("subscribedTopicNames", "[]string"),
+        Field("subscribedTopicRegex", "string", nullable="0+"),
+        Field("rebalanceTimeoutMs", "int32"),
+        Field("serverAssignor", "string", nullable="0+"),
+        Field(
+            "classicMemberMetadata",
+            "{}",
+            nullable="0+",
+            tag=0,
+            default={"sessionTimeoutMs": 0, "supportedProtocols": []},
+            fields=(
+                Field("sessionTimeoutMs", "int32"),
+                Field(
+                    "supportedProtocols", "[]", fields=(Field("name", "string"), Field("metadata", "bytes"))
+                ),
+            ),
+        ),
+    ),
+    6: _ASSIGNMENT_METADATA,
+    7: _value(Field("topicPartitions", "[]", fields=_TOPIC_ID_PARTITIONS)),
+    8: _value(
+        Field("memberEpoch", "int32"),
+        Field("previousMemberEpoch", "int32"),
+        Field("state", "int8"),
+        Field("assignedPartitions", "[]", fields=(*_TOPIC_ID_PARTITIONS, _EPOCHS)),
+        Field("partitionsPendingRevocation", "[]", fields=(*_TOPIC_ID_PARTITIONS, _EPOCHS)),
+    ),
+    10: _value(
+        Field("rackId", "string", nullable="0+"),
+        Field("clientId", "string"),
+        Field("clientHost", "string"),
+        Field("subscribedTopicNames", "[]string"),
+    ),
+    11: _value(Field("epoch", "int32"), Field("metadataHash", "int64")),
+    12: _ASSIGNMENT_METADATA,
+    13: _value(Field("topicPartitions", "[]", fields=_TOPIC_ID_PARTITIONS)),
+    14: _value(
+        Field("memberEpoch", "int32"),
+        Field("previousMemberEpoch", "int32"),
+        Field("state", "int8"),
+        Field("assignedPartitions", "[]", fields=_TOPIC_ID_PARTITIONS),
+    ),
+    15: _value(
+        Field("initializingTopics", "[]", fields=_STATE_TOPICS),
+        Field("initializedTopics", "[]", fields=_STATE_TOPICS),
+        Field("deletingTopics", "[]", fields=_STATE_TOPICS[:2]),
+    ),
+    16: _value(Field("topics", "[]string"), Field("version", "int64"), Field("timestamp", "int64")),
+    17: _value(
+        Field("epoch", "int32"),
+        Field("metadataHash", "int64"),
+        Field("validatedTopologyEpoch", "int32", tag=0, default=-1),
+        Field("lastAssignmentConfigs", "[]", nullable="0+", tag=1, default=[], fields=_CONFIGS),
+        Field("storedDescriptionTopologyEpoch", "int32", tag=2, default=-1),
+        Field("failedDescriptionTopologyEpoch", "int32", tag=3, default=-1),
+    ),
+    19: _value(
+        Field("instanceId", "string", nullable="0+"),
+        Field("rackId", "string", nullable="0+"),
+        Field("clientId", "string"),
+        Field("clientHost", "string"),
+        Field("rebalanceTimeoutMs", "int32"),
+        Field("topologyEpoch", "int32"),
+        Field("processId", "string"),
+        Field("userEndpoint", "{}", nullable="0+", fields=(Field("host", "string"), Field("port", "uint16"))),
+        Field("clientTags", "[]", fields=_CONFIGS),
+    ),
+    20: _ASSIGNMENT_METADATA,
+    21: _value(
+        *(Field(name, "[]", fields=_TASK_IDS) for name in ("activeTasks", "standbyTasks", "warmupTasks"))
+    ),
+    22: _value(
+        Field("memberEpoch", "int32"),
+        Field("previousMemberEpoch", "int32"),
+        Field("state", "int8"),
+        *(
+            Field(name, "[]", fields=_TASK_IDS_WITH_EPOCHS)
+            for name in (
+                "activeTasks",
+                "standbyTasks",
+                "warmupTasks",
+                "activeTasksPendingRevocation",
+                "standbyTasksPendingRevocation",
+                "warmupTasksPendingRevocation",
+            )
+        ),  # fmt: skip
+    ),
+    23: _value(
+        Field("epoch", "int32"),
+        Field(
+            "subtopologies",
+            "[]",
+            fields=(
+                Field("subtopologyId", "string"),
+                Field("sourceTopics", "[]string"),
+                Field("sourceTopicRegex", "[]string"),
+                Field("stateChangelogTopics", "[]", fields=_TOPIC_INFO),
+                Field("repartitionSinkTopics", "[]string"),
+                Field("repartitionSourceTopics", "[]", fields=_TOPIC_INFO),
+                Field(
+                    "copartitionGroups",
+                    "[]",
+                    fields=(
+                        Field("sourceTopics", "[]int16"),
+                        Field("sourceTopicRegex", "[]int16"),
+                        Field("repartitionSourceTopics", "[]int16"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+}
+OFFSETS_KEYS.update(NEWER_GROUP_KEYS)
+OFFSETS_VALUES.update(NEWER_GROUP_VALUES)
 SUBSCRIPTION = Schema(
     (
         Field("topics", "[]string"),
@@ -115,11 +283,32 @@ TRANSACTION_VALUES = {
         flexible_from=1,
     )
 }
-_VALID_VALUE_VERSIONS = {OFFSETS: {0: (0, 4), 1: (0, 4), 2: (0, 4)}, TRANSACTION_LOG: {0: (0, 1)}}
+_VALID_VALUE_VERSIONS = {
+    OFFSETS: {0: (0, 4), 1: (0, 4), 2: (0, 4), **dict.fromkeys(NEWER_GROUP_VALUES, (0, 0))},
+    TRANSACTION_LOG: {0: (0, 1)},
+}
 
 
 def parse(schema: Schema, data: bytes, version: int) -> dict[str, object]:
     return message_schema.parse(schema, MessageReader(data), version)
+
+
+def _version(buffer: bytes, name: str) -> int:
+    """The int16 a key (its record type) or value (its version) starts with (CoordinatorRecordSerde)."""
+    if len(buffer) < 2:
+        raise ValueError(f"Could not read version from {name}'s buffer.")
+    return int(struct.unpack_from(">h", buffer)[0])
+
+
+def _read(schema: Schema, buffer: bytes, version: int, name: str) -> dict[str, object]:
+    """The fields after the version, read at ``version`` (a key's is its record type); an error is said as
+    Kafka's CoordinatorRecordSerde says it, with our reader's detail."""
+    try:
+        return parse(schema, buffer[2:], version)
+    except CorruptDataError as err:
+        raise ValueError(
+            f"Could not read record with version {version} from {name}'s buffer due to: {err}."
+        ) from err
 
 
 def _decoded_member_bytes(member: dict[str, object]) -> None:
@@ -149,26 +338,18 @@ def decode(
         (OFFSETS_KEYS, OFFSETS_VALUES) if decoder == OFFSETS else (TRANSACTION_KEYS, TRANSACTION_VALUES)
     )
     try:
-        if len(key) < 2:
-            raise ValueError("the key holds no record type")
-        record_type = struct.unpack_from(">h", key)[0]
+        record_type = _version(key, "key")
         if record_type not in keys:
-            if decoder == OFFSETS and record_type in NEWER_GROUP_RECORD_TYPES:
-                return (
-                    f"Record type {record_type} at offset {offset} is not decoded by kafka-log-jobs, skipping.",
-                    None,
-                )
             return f"Unknown record type {record_type} at offset {offset}, skipping.", None
-        key_text = to_json({"type": str(record_type), "data": parse(keys[record_type], key[2:], 0)})
+        key_data = _read(keys[record_type], key, record_type, "key")
+        key_text = to_json({"type": str(record_type), "data": key_data})
         if value is None:
             return key_text, DELETE
-        if len(value) < 2:
-            raise ValueError("the value holds no version")
-        version = struct.unpack_from(">h", value)[0]
+        version = _version(value, "value")
         low, high = _VALID_VALUE_VERSIONS[decoder][record_type]
         if not low <= version <= high:
-            raise ValueError(f"unknown version {version} of the value of record type {record_type}")
-        data = parse(values[record_type], value[2:], version)
+            raise ValueError(f"Found an unknown record version {version} for {record_type} type")
+        data = _read(values[record_type], value, version, "value")
         if decoder == TRANSACTION_LOG:
             status = data["transactionStatus"]
             if not isinstance(status, int) or not 0 <= status < len(TRANSACTION_STATES):

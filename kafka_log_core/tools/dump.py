@@ -35,7 +35,8 @@ Deliberate differences from Kafka's tool, all outside its normal output:
 * so do a corrupt producer snapshot and a partial batch at the end of a ``.log`` (after Kafka's "Found N
   invalid bytes" line), where Kafka prints a message or that line and exits 0;
 * ``--index-sanity-check`` reads only the index itself (Kafka also opens the ``.log`` and ``.index``);
-* the decoder options (``--offsets-decoder``, ``--key-decoder-class``, ...) are not offered.
+* of the decoder options only ``--offsets-decoder`` and ``--transaction-log-decoder`` are offered
+  (:mod:`~kafka_log_core.tools.coordinator_records`), not ``--key-decoder-class`` and the others.
 """
 
 from __future__ import annotations

@@ -80,6 +80,12 @@ def _read_value(r: MessageReader, field: Field, version: int, flexible: bool) ->
     if kind == "uuid":
         return r.uuid(field.name)
     if kind == "{}":
+        if in_versions(field.nullable, version):
+            # a nullable struct starts with a presence mark: an int8 (-1: null) or, as a tagged field's
+            # value, an unsigned varint (0: null)
+            present = r.uvarint(field.name) > 0 if field.tag is not None else r.fixed(INT8, field.name) >= 0
+            if not present:
+                return None
         return read_struct(r, field.fields, version, flexible)
     if kind in ("string", "bytes"):
         n = _length(r, flexible, kind == "bytes", field.name)
