@@ -1,5 +1,6 @@
-"""The records of ``__consumer_offsets`` and ``__transaction_state`` as kafka-dump-log's
-``--offsets-decoder`` and ``--transaction-log-decoder`` print them (Kafka 4.4's ``DumpLogSegments``).
+"""The records of ``__consumer_offsets``, ``__transaction_state`` and ``__share_group_state`` as
+kafka-dump-log's ``--offsets-decoder``, ``--transaction-log-decoder`` and ``--share-group-state-decoder``
+print them (Kafka 4.4's ``DumpLogSegments``).
 
 A coordinator record's key is ``int16 type`` then the key's fields (version 0); its value is ``int16
 version`` then the value's fields in that version (a null value is a tombstone, printed ``<DELETE>``).
@@ -15,7 +16,7 @@ bytes when they do not decode; a transaction's ``transactionStatus`` is shown by
 
 Decoded: every record type of Kafka 4.4's group coordinator (0-2: offset commits and classic groups;
 3-8 and 16: consumer groups, KIP-848; 10-15: share groups; 17 and 19-23: streams groups) and of its
-transaction log (type 0).
+transaction log (type 0) and of its share coordinator (0: share snapshots, 1: share updates).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from kafka_log_core.tools.message_schema import Field, Schema
 
 OFFSETS = "offsets"
 TRANSACTION_LOG = "transaction-log"
+SHARE_GROUP_STATE = "share-group-state"
 DELETE = "<DELETE>"
 CONSUMER_PROTOCOL_TYPE = "consumer"
 TRANSACTION_STATES = (
@@ -283,9 +285,44 @@ TRANSACTION_VALUES = {
         flexible_from=1,
     )
 }
+_SHARE_KEY = Schema((Field("groupId", "string"), Field("topicId", "uuid"), Field("partition", "int32")))
+_STATE_BATCH = (
+    Field("firstOffset", "int64"),
+    Field("lastOffset", "int64"),
+    Field("deliveryState", "int8"),
+    Field("deliveryCount", "int16"),
+)
+_DELIVERY_COMPLETE_COUNT = Field("deliveryCompleteCount", "int32", tag=0, default=-1)
+# share-coordinator's CoordinatorRecordType (Kafka 4.4): 0 ShareSnapshot, 1 ShareUpdate
+SHARE_GROUP_STATE_KEYS = {0: _SHARE_KEY, 1: _SHARE_KEY}
+SHARE_GROUP_STATE_VALUES = {
+    0: _value(
+        Field("snapshotEpoch", "int32"),
+        Field("stateEpoch", "int32"),
+        Field("leaderEpoch", "int32"),
+        Field("startOffset", "int64"),
+        _DELIVERY_COMPLETE_COUNT,
+        Field("createTimestamp", "int64"),
+        Field("writeTimestamp", "int64"),
+        Field("stateBatches", "[]", fields=_STATE_BATCH),
+    ),
+    1: _value(
+        Field("snapshotEpoch", "int32"),
+        Field("leaderEpoch", "int32"),
+        Field("startOffset", "int64"),
+        _DELIVERY_COMPLETE_COUNT,
+        Field("stateBatches", "[]", fields=_STATE_BATCH),
+    ),
+}
+_TABLES = {
+    OFFSETS: (OFFSETS_KEYS, OFFSETS_VALUES),
+    TRANSACTION_LOG: (TRANSACTION_KEYS, TRANSACTION_VALUES),
+    SHARE_GROUP_STATE: (SHARE_GROUP_STATE_KEYS, SHARE_GROUP_STATE_VALUES),
+}
 _VALID_VALUE_VERSIONS = {
     OFFSETS: {0: (0, 4), 1: (0, 4), 2: (0, 4), **dict.fromkeys(NEWER_GROUP_VALUES, (0, 0))},
     TRANSACTION_LOG: {0: (0, 1)},
+    SHARE_GROUP_STATE: {0: (0, 0), 1: (0, 0)},
 }
 
 
@@ -328,15 +365,14 @@ def _decoded_member_bytes(member: dict[str, object]) -> None:
 def decode(
     decoder: str, offset: int, key: bytes | None, value: bytes | None
 ) -> tuple[str | None, str | None]:
-    """(key text, payload text) of one record for ``decoder`` (``OFFSETS`` or ``TRANSACTION_LOG``); a
+    """(key text, payload text) of one record for ``decoder`` (``OFFSETS``, ``TRANSACTION_LOG`` or
+    ``SHARE_GROUP_STATE``); a
     text is None where Kafka prints no ``key:`` / ``payload:``."""
     if key is None:
         raise CorruptDataError(
             f"Failed to decode message at offset {offset} using the specified decoder (message had a missing key)"
         )
-    keys, values = (
-        (OFFSETS_KEYS, OFFSETS_VALUES) if decoder == OFFSETS else (TRANSACTION_KEYS, TRANSACTION_VALUES)
-    )
+    keys, values = _TABLES[decoder]
     try:
         record_type = _version(key, "key")
         if record_type not in keys:

@@ -35,8 +35,9 @@ Deliberate differences from Kafka's tool, all outside its normal output:
 * so do a corrupt producer snapshot and a partial batch at the end of a ``.log`` (after Kafka's "Found N
   invalid bytes" line), where Kafka prints a message or that line and exits 0;
 * ``--index-sanity-check`` reads only the index itself (Kafka also opens the ``.log`` and ``.index``);
-* of the decoder options only ``--offsets-decoder`` and ``--transaction-log-decoder`` are offered
-  (:mod:`~kafka_log_core.tools.coordinator_records`), not ``--key-decoder-class`` and the others.
+* of the decoder options only ``--offsets-decoder``, ``--transaction-log-decoder`` and
+  ``--share-group-state-decoder`` are offered (:mod:`~kafka_log_core.tools.coordinator_records`), not
+  ``--key-decoder-class`` and the others.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class DumpOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     skip_record_metadata: bool = False
-    decoder: str = ""  # coordinator_records.OFFSETS or TRANSACTION_LOG (implies print_data_log), or none
+    decoder: str = ""  # a coordinator_records decoder (implies print_data_log), or none
     max_batch_bytes: int = compression.MAX_BATCH_BYTES  # the most one batch's records may decompress to
 
     def __post_init__(self) -> None:
