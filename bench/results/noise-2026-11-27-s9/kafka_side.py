@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, "/work/wt/i26-plain")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository
 import numpy as np
 
 from bench import noise as N
