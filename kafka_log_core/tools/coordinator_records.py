@@ -106,6 +106,12 @@ _TOPIC_INFO = (
     Field("replicationFactor", "int16"),
     Field("topicConfigs", "[]", fields=_CONFIGS),
 )
+_MEMBER_IDENTITY = (
+    Field("instanceId", "string", nullable="0+"),
+    Field("rackId", "string", nullable="0+"),
+    Field("clientId", "string"),
+    Field("clientHost", "string"),
+)
 _STATE_TOPICS = (Field("topicId", "uuid"), Field("topicName", "string"), Field("partitions", "[]int32"))
 NEWER_GROUP_KEYS = {
     **dict.fromkeys((3, 4, 6, 11, 12, 15, 17, 20, 23), _GROUP),
@@ -131,10 +137,7 @@ NEWER_GROUP_VALUES = {
         )
     ),
     5: _value(
-        Field("instanceId", "string", nullable="0+"),
-        Field("rackId", "string", nullable="0+"),
-        Field("clientId", "string"),
-        Field("clientHost", "string"),
+        *_MEMBER_IDENTITY,
         Field("subscribedTopicNames", "[]string"),
         Field("subscribedTopicRegex", "string", nullable="0+"),
         Field("rebalanceTimeoutMs", "int32"),
@@ -192,10 +195,7 @@ NEWER_GROUP_VALUES = {
         Field("failedDescriptionTopologyEpoch", "int32", tag=3, default=-1),
     ),
     19: _value(
-        Field("instanceId", "string", nullable="0+"),
-        Field("rackId", "string", nullable="0+"),
-        Field("clientId", "string"),
-        Field("clientHost", "string"),
+        *_MEMBER_IDENTITY,
         Field("rebalanceTimeoutMs", "int32"),
         Field("topologyEpoch", "int32"),
         Field("processId", "string"),
