@@ -276,15 +276,42 @@ def _clean_a_copy(log_dir: str, sets: list[str], now_ms: int) -> float:
         return time.process_time() - started
 
 
+def pass1_phases(tasks, configs, opts, map_bytes: int) -> dict[str, float]:
+    """The parts before the rewrite, in CPU seconds, on their own (pass 1 on a map of its own; nothing is
+    written): opening the partition with its producer table, the plan, the map's allocation, pass 1."""
+    from kafka_log_core.kernels.offset_map import OffsetMap
+    from kafka_log_core.log.partition_log import PartitionLog
+    from kafka_log_core.rules import cleaner
+    from kafka_log_core.rules.producer_state import build_producer_table
+
+    broker = configs.broker
+    parts: dict[str, float] = {}
+    for task in tasks:
+        cfg = configs.for_topic(task.topic)
+        t0 = time.process_time()
+        log = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
+        producers = build_producer_table(log, opts.now_ms, broker.producer_id_expiration_ms)
+        t1 = time.process_time()
+        plan = cleaner.plan_cleaning(log, cfg, broker, opts.now_ms, producers)
+        t2 = time.process_time()
+        # the map as the cleaner makes it: the configured buffer, slots for the dirty section's keys
+        bound = cleaner.keyed_bound(log, plan.first_dirty_offset, plan.first_uncleanable_offset)
+        omap = OffsetMap(map_bytes, broker.log_cleaner_io_buffer_load_factor, bound)
+        t3 = time.process_time()
+        cleaner.build_offset_map(log, plan.first_dirty_offset, plan.first_uncleanable_offset, omap)
+        t4 = time.process_time()
+        for key, dt in (("open_and_producer_table", t1 - t0), ("plan", t2 - t1), ("map_alloc", t3 - t2),
+                        ("pass1_offset_map", t4 - t3)):  # fmt: skip
+            parts[key] = parts.get(key, 0.0) + dt
+        del log, omap
+    return parts
+
+
 def probe_compact(
     log_dir: str, sets: list[str], now_ms: int, phases: bool, warm_copy: str | None = None
 ) -> dict:
     from jobs.context import job_options, list_tasks
     from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
-    from kafka_log_core.kernels.offset_map import OffsetMap
-    from kafka_log_core.log.partition_log import PartitionLog
-    from kafka_log_core.rules import cleaner
-    from kafka_log_core.rules.producer_state import build_producer_table
     from kafka_log_core.settings import config
     from kafka_log_core.settings.config import load_config
     from kafka_log_core.work.tasks import compact_partition
@@ -300,27 +327,8 @@ def probe_compact(
         "map_slots": config.dedupe_map_slots(broker),
         "map_capacity": config.dedupe_map_usable_entries(broker),
     }
-    if phases:  # the parts in CPU seconds, on their own (pass 1 on a map of its own; nothing is written)
-        parts: dict[str, float] = {}
-        for task in listing.tasks:
-            cfg = configs.for_topic(task.topic)
-            t0 = time.process_time()
-            log = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
-            producers = build_producer_table(log, opts.now_ms, broker.producer_id_expiration_ms)
-            t1 = time.process_time()
-            plan = cleaner.plan_cleaning(log, cfg, broker, opts.now_ms, producers)
-            t2 = time.process_time()
-            # the map as the cleaner makes it: the configured buffer, slots for the dirty section's keys
-            bound = cleaner.keyed_bound(log, plan.first_dirty_offset, plan.first_uncleanable_offset)
-            omap = OffsetMap(out["map_bytes"], broker.log_cleaner_io_buffer_load_factor, bound)
-            t3 = time.process_time()
-            cleaner.build_offset_map(log, plan.first_dirty_offset, plan.first_uncleanable_offset, omap)
-            t4 = time.process_time()
-            for key, dt in (("open_and_producer_table", t1 - t0), ("plan", t2 - t1), ("map_alloc", t3 - t2),
-                            ("pass1_offset_map", t4 - t3)):  # fmt: skip
-                parts[key] = parts.get(key, 0.0) + dt
-            del log, omap
-        out["phases_cpu_seconds"] = parts
+    if phases:
+        out["phases_cpu_seconds"] = pass1_phases(listing.tasks, configs, opts, out["map_bytes"])
     meter = Meter()
     clock = Clock()
     rows = [compact_partition(task, configs, opts) for task in listing.tasks]
