@@ -21,6 +21,7 @@ part is measured by running the whole script again under ``MALLOC_MMAP_THRESHOLD
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -73,6 +74,20 @@ def _wide(a, rounds):
         for i in range(a.shape[0]):
             acc += (a[i] * np.uint64(0x9E3779B97F4A7C15)) ^ (a[i] >> np.uint64(29))
     return acc
+
+
+@functools.cache
+def _wide_words() -> np.ndarray:
+    return np.arange(_WIDE_WORDS, dtype=np.uint64)
+
+
+def wide_canary_ms() -> float:
+    """CPU milliseconds of the wide canary once, in this thread (~4.5 ms on this VM's core alone, ~9 with a
+    busy sibling): how fast the core is at this moment for throughput-bound work like our kernels."""
+    words = _wide_words()
+    started = time.thread_time()
+    _wide(words, _WIDE_ROUNDS)
+    return (time.thread_time() - started) * 1e3
 
 
 def _chase_cycle(slots: int) -> np.ndarray:

@@ -17,7 +17,8 @@ Kinds:
   record's key (no CRC check: kafka-python's iteration does not verify it).
 * ``compact LOG_DIR``: ``tasks.compact_partition`` on every partition of LOG_DIR (changes it), with
   ``--phases`` a separate timing of the parts first (producer table, plan, pass 1); with ``--warm-copy
-  DIR`` a copy of DIR (the same shape) cleaned first, untimed (its CPU reported apart).
+  DIR`` a copy of DIR (the same shape) cleaned first, untimed (its CPU reported apart); with ``--canary``
+  the wide canary of ``bench.noise`` timed just before and just after the clean (``canary_ms``).
 * ``spark SOURCE_LOG_DIR --master local[N] --counts 1,2,4,8 --work DIR``: the Spark job
   (``jobs.compact.run``) on copies of the first 1, 2, 4, 8 partitions of SOURCE, one session, after a
   warm-up job that starts every Python worker. Copies are made before the clock starts. The peak memory
@@ -308,7 +309,12 @@ def pass1_phases(tasks, configs, opts, map_bytes: int) -> dict[str, float]:
 
 
 def probe_compact(
-    log_dir: str, sets: list[str], now_ms: int, phases: bool, warm_copy: str | None = None
+    log_dir: str,
+    sets: list[str],
+    now_ms: int,
+    phases: bool,
+    warm_copy: str | None = None,
+    canary: bool = False,
 ) -> dict:
     from jobs.context import job_options, list_tasks
     from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
@@ -329,11 +335,18 @@ def probe_compact(
     }
     if phases:
         out["phases_cpu_seconds"] = pass1_phases(listing.tasks, configs, opts, out["map_bytes"])
+    if canary:  # the core's speed just before and just after the measured clean (bench.noise)
+        from bench.noise import wide_canary_ms
+
+        wide_canary_ms()
+        before = wide_canary_ms()
     meter = Meter()
     clock = Clock()
     rows = [compact_partition(task, configs, opts) for task in listing.tasks]
     out.update(clock.result())
     out.update(meter.result())
+    if canary:
+        out["canary_ms"] = [before, wide_canary_ms()]
     out["rows"] = rows
     if first_clean is not None:
         out["warm_copy_cpu_seconds"] = first_clean  # the same shape cleaned first, in this process
@@ -408,6 +421,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--warm-copy", default=None, help="compact: clean a copy of this log dir first (untimed)"
     )
+    parser.add_argument(
+        "--canary",
+        action="store_true",
+        help="compact: the wide canary (bench.noise) before and after the clean",
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--counts", default="1,2,4,8")
     parser.add_argument("--work", default=None)
@@ -425,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         now_ms = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
         if args.kind == "compact":
-            result = probe_compact(args.path, args.sets, now_ms, args.phases, args.warm_copy)
+            result = probe_compact(args.path, args.sets, now_ms, args.phases, args.warm_copy, args.canary)
         else:
             counts = [int(c) for c in args.counts.split(",")]
             work = args.work or tempfile.mkdtemp(prefix="bench-spark-")

@@ -2,8 +2,9 @@
 kafka-dump-log's ``--offsets-decoder``, ``--transaction-log-decoder`` and ``--share-group-state-decoder``
 print them (Kafka 4.4's ``DumpLogSegments``).
 
-A coordinator record's key is ``int16 type`` then the key's fields (version 0); its value is ``int16
-version`` then the value's fields in that version (a null value is a tombstone, printed ``<DELETE>``).
+A coordinator record's key is ``int16 type`` then the key's fields (read with the type as version); its
+value is ``int16 version`` then the value's fields in that version (a null value is a tombstone, printed
+``<DELETE>``).
 The fields are Kafka's message schemas, written out below as :mod:`~kafka_log_core.tools.message_schema`
 tables and printed as::
 
@@ -82,7 +83,7 @@ OFFSETS_VALUES[1] = OFFSETS_VALUES[0]
 
 # The newer group protocols' records (group-coordinator's generated CoordinatorRecordType of Kafka 4.4):
 # consumer groups (KIP-848) 3-8 and 16, share groups 10-15, streams groups 17 and 19-23 (9 and 18 are not
-# used). Keys are non-flexible version 0, values flexible version 0.
+# used). Keys are not flexible, values are flexible from version 0.
 def _key(*names: str) -> Schema:
     return Schema(tuple(Field(name, "string") for name in names))
 
@@ -105,6 +106,12 @@ _TOPIC_INFO = (
     Field("partitions", "int32"),
     Field("replicationFactor", "int16"),
     Field("topicConfigs", "[]", fields=_CONFIGS),
+)
+_MEMBER_IDENTITY = (
+    Field("instanceId", "string", nullable="0+"),
+    Field("rackId", "string", nullable="0+"),
+    Field("clientId", "string"),
+    Field("clientHost", "string"),
 )
 _STATE_TOPICS = (Field("topicId", "uuid"), Field("topicName", "string"), Field("partitions", "[]int32"))
 NEWER_GROUP_KEYS = {
@@ -131,10 +138,7 @@ NEWER_GROUP_VALUES = {
         )
     ),
     5: _value(
-        Field("instanceId", "string", nullable="0+"),
-        Field("rackId", "string", nullable="0+"),
-        Field("clientId", "string"),
-        Field("clientHost", "string"),
+        *_MEMBER_IDENTITY,
         Field("subscribedTopicNames", "[]string"),
         Field("subscribedTopicRegex", "string", nullable="0+"),
         Field("rebalanceTimeoutMs", "int32"),
@@ -192,10 +196,7 @@ NEWER_GROUP_VALUES = {
         Field("failedDescriptionTopologyEpoch", "int32", tag=3, default=-1),
     ),
     19: _value(
-        Field("instanceId", "string", nullable="0+"),
-        Field("rackId", "string", nullable="0+"),
-        Field("clientId", "string"),
-        Field("clientHost", "string"),
+        *_MEMBER_IDENTITY,
         Field("rebalanceTimeoutMs", "int32"),
         Field("topologyEpoch", "int32"),
         Field("processId", "string"),

@@ -265,3 +265,18 @@ def test_noise_cleans_fresh_copies_alternating_variants_and_leaves_the_source_as
         assert len(c["canaries_before_after"]) == 2 and all(
             ms > 0 for pair in c["canaries_before_after"] for ms in pair
         )
+
+
+def test_compact_probe_times_the_canary_before_and_after_the_clean_when_asked(tmp_path):
+    from bench.generate import KiB, MiB, Workload, generate
+
+    generate(tmp_path / "shape", Workload(partition_bytes=300 * KiB, segment_bytes=64 * KiB))
+    sets = ["--set", "cleanup.policy=compact", "--set", f"segment.bytes={MiB}"]
+    results = []
+    for extra in ((), ("--canary",)):
+        cmd = [sys.executable, "-m", "bench.probe", "compact", str(tmp_path / "shape"), *sets, *extra]
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        results.append(json.loads(proc.stdout.splitlines()[-1]))
+    assert "canary_ms" not in results[0]
+    assert len(results[1]["canary_ms"]) == 2 and all(ms > 0 for ms in results[1]["canary_ms"])

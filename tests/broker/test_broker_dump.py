@@ -17,6 +17,7 @@ from kafka_log_core.format.legacy_records import LegacyRecord, encode_message, e
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, encode_producer_snapshot
 from kafka_log_core.format.record_batch import Header, Record
 from kafka_log_core.log.index_builder import IndexBuilder
+from tests.metadata_build import uvarint
 from tests.tools.dump_harness import (
     E1,
     E5,
@@ -316,29 +317,20 @@ def _i(fmt: str, *values: int) -> bytes:
     return struct.pack(">" + fmt, *values)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def _cs(text: str | None) -> bytes:  # a compact string (bytes when given bytes); None is null
     if text is None:
         return b"\x00"
     data = text.encode() if isinstance(text, str) else text
-    return _uvarint(len(data) + 1) + data
+    return uvarint(len(data) + 1) + data
 
 
 def _carr(*items: bytes) -> bytes:
-    return _uvarint(len(items) + 1) + b"".join(items)
+    return uvarint(len(items) + 1) + b"".join(items)
 
 
 def _tags(**by_tag: bytes) -> bytes:
     fields = sorted((int(tag[1:]), data) for tag, data in by_tag.items())
-    return _uvarint(len(fields)) + b"".join(_uvarint(t) + _uvarint(len(d)) + d for t, d in fields)
+    return uvarint(len(fields)) + b"".join(uvarint(t) + uvarint(len(d)) + d for t, d in fields)
 
 
 def _key(record_type: int, *names: str) -> bytes:
@@ -359,7 +351,7 @@ def newer_group_records() -> list[tuple[bytes, bytes | None]]:
         4: _carr(TOPIC_ID + _cs("t") + _i("i", 2) + _carr(_i("i", 0) + _carr(_cs("r1"), _cs("r2")) + _tags()) + _tags())
         + _tags(),
         5: _cs("static-1") + _cs(None) + _cs("cid") + _cs("/10.0.0.1") + _carr() + _cs("^t.*") + _i("i", 5000)
-        + _cs(None) + _tags(t0=_uvarint(1) + classic),
+        + _cs(None) + _tags(t0=uvarint(1) + classic),
         8: _i("iib", 7, 6, 2) + _carr(TOPIC_ID + _carr(_i("i", 3)) + _tags(t0=_carr(_i("i", 7)))) + _carr(tp)
         + _tags(),
         10: _cs("r1") + _cs("share-client") + _cs("/1.2.3.4") + _carr(_cs("a"), _cs("b")) + _tags(),
@@ -396,7 +388,7 @@ def newer_group_records() -> list[tuple[bytes, bytes | None]]:
         (_key(11, "grp"), b"\x00"),  # nor for the value's version
         (_i("hh", 3, -1), None),  # a null group id
         (_key(10, "grp", "m"), _i("h", 0) + _cs("r") + _cs(None)),  # a null client id
-        (_key(10, "grp", "m"), _i("h", 0) + _cs("r") + _uvarint(40_001)),  # a string longer than 32767
+        (_key(10, "grp", "m"), _i("h", 0) + _cs("r") + uvarint(40_001)),  # a string longer than 32767
     ]  # fmt: skip
     return records
 
