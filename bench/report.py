@@ -215,7 +215,11 @@ def _sweep_targets(report: Report) -> list[Target]:
     targets = []
     for kind, least, compressed in (("uncompressed", 3.0, False), ("compressed", 2.5, True)):
         for measure, suffix in (("per CPU-s", ""), ("wall time of the work", "_wall")):
-            for figure, paired in (("median of the rounds' ratios", "_paired"), ("ratio of the medians", "")):
+            for figure, paired in (
+                ("median of the rounds' ratios", "_paired"),
+                ("ratio of the medians", ""),
+                ("ratio of the medians of quiet cleans, --sweep-canary", "_quiet"),
+            ):
                 bound = _sweep_bound(report, compressed=compressed) if not suffix and paired else ""
                 targets.append(Target(f"sweep: >= {least:g}x Kafka's cleaner on every {kind} shape ({measure}, "
                                       f"{figure})", r.get(f"sweep_min_vs_kafka_{kind}{suffix}{paired}"), least,
@@ -314,18 +318,20 @@ def format_table(report: Report) -> str:
         lines += [
             "",
             f"{'batch-shape sweep':28} {'rec/batch':>9} {'input MB':>9} {'ours MB/CPU-s':>14} {'Kafka MB/CPU-s':>15} "
-            f"{'ours/Kafka':>10} {'paired':>7} {'kept (ours, Kafka)':>22}",
+            f"{'ours/Kafka':>10} {'paired':>7} {'quiet':>7} {'kept (ours, Kafka)':>22}",
         ]
         for name, r in sweep["shapes"].items():
             kafka = r.get("kafka", {})
             km = r.get("kafka_mb_per_cpu_s")
             ratio = r.get("ours_vs_kafka")
             paired = r.get("ours_vs_kafka_paired")
+            quiet = r.get("ours_vs_kafka_quiet")
             kept = f"{r['ours']['rows'][0]['records_after']:,}, {kafka['end_messages']:,}" if kafka else "-"
             lines.append(
                 f"  {name:26} {r['records_per_batch']:9.0f} {r['input_bytes'] / 1e6:9.1f} {r['ours_mb_per_cpu_s']:14,.0f} "
                 f"{('-' if km is None else f'{km:,.0f}'):>15} {('-' if ratio is None else f'{ratio:.2f}x'):>10} "
-                f"{('-' if paired is None else f'{paired:.2f}x'):>7} {kept:>22}"
+                f"{('-' if paired is None else f'{paired:.2f}x'):>7} "
+                f"{('-' if quiet is None else f'{quiet:.2f}x'):>7} {kept:>22}"
             )
     mem = report.sections.get("memory", {})
     if mem.get("status") == "ok":

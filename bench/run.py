@@ -554,6 +554,8 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
     results = {name: _sweep_result(report, name, shapes[name], data[name], ours_runs[name], kafka_runs[name])
                for name in shapes}  # fmt: skip
     report.sections["sweep"] = {"status": "ok", "repeat": plan.sweep_repeat, "shapes": results}
+    if plan.sweep_canary:
+        report.sections["sweep"]["canary_floor_ms"] = _quiet_ratios(results)
     compared = {n: r for n, r in results.items() if "ours_vs_kafka" in r}
     if compared:
         for measure, key in (
@@ -561,6 +563,8 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
             ("_wall", "ours_vs_kafka_wall"),
             ("_paired", "ours_vs_kafka_paired"),
             ("_wall_paired", "ours_vs_kafka_wall_paired"),
+            ("_quiet", "ours_vs_kafka_quiet"),
+            ("_wall_quiet", "ours_vs_kafka_wall_quiet"),
         ):
             for kind, packed in (("uncompressed", False), ("compressed", True)):
                 ratios = [r[key] for r in compared.values() if key in r and compressed_shape(r) == packed]
@@ -645,6 +649,39 @@ def _paired_ratios(ours_runs: list[dict], kafka_runs: list[dict], kafka_walls: l
         if pairs[measure]:
             out[key] = sorted(pairs[measure])[(len(pairs[measure]) - 1) // 2]
     return out
+
+
+QUIET_CANARY = (
+    1.3  # a clean counts as quiet when the canary before and after it is within this of the fastest
+)
+
+
+def _quiet_ratios(results: dict[str, dict]) -> float | None:
+    """With the canary taken (``--sweep-canary``): each side's median over its quiet cleans only (the wide
+    canary before and after the clean within ``QUIET_CANARY`` of the fastest canary of the whole sweep, so
+    the core had no busy sibling: docs/benchmark.md, "Session 9: the slow group of cleans"), and their
+    ratio, ``ours_vs_kafka_quiet`` (per CPU-second) and ``ours_vs_kafka_wall_quiet``, beside the shape's
+    other figures; a side with no quiet clean of a shape gives none. Returns the fastest canary (ms)."""
+    readings = [ms for r in results.values() for run in r.get("ours_runs", []) + r.get("kafka_runs", [])
+                for ms in run.get("canary_ms", ())]  # fmt: skip
+    if not readings:
+        return None
+    floor = min(readings)
+
+    def quiet(runs: list[dict], key: str) -> float | None:
+        kept = sorted(run[key] for run in runs if run.get(key) and max(run.get("canary_ms", [math.inf]))
+                      <= QUIET_CANARY * floor)  # fmt: skip
+        return kept[(len(kept) - 1) // 2] if kept else None
+
+    for r in results.values():
+        ours, kafka = r.get("ours_runs", []), r.get("kafka_runs", [])
+        r["quiet_cleans"] = {side: sum(max(run.get("canary_ms", [math.inf])) <= QUIET_CANARY * floor for run in runs)
+                             for side, runs in (("ours", ours), ("kafka", kafka))}  # fmt: skip
+        for measure, key in (("cpu_seconds", "ours_vs_kafka_quiet"), ("seconds", "ours_vs_kafka_wall_quiet")):
+            mine, theirs = quiet(ours, measure), quiet(kafka, measure)
+            if mine and theirs:
+                r[key] = theirs / mine
+    return floor
 
 
 def _canary(run: dict) -> dict:
