@@ -95,9 +95,12 @@ def _register_shifts(n_bytes: int) -> np.ndarray:
             shift = [_gf2_apply(op, col) for col in shift]
         op = [_gf2_apply(op, col) for col in op]
         n_bytes >>= 1
-    return np.array(
-        [[_gf2_apply(shift, v << (8 * k)) for v in range(256)] for k in range(4)], dtype=np.uint64
-    )
+    columns = np.array(shift, dtype=np.uint64).reshape(4, 8)
+    v = np.arange(256)
+    table = np.zeros((4, 256), dtype=np.uint64)
+    for bit in range(8):  # each byte value: the columns of its set bits
+        table ^= np.where((v >> bit) & 1, columns[:, bit : bit + 1], np.uint64(0))
+    return table
 
 
 _CRC_SHIFT = np.stack([_register_shifts(n) for n in CRC_BLOCKS])
