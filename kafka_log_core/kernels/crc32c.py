@@ -83,27 +83,25 @@ def _gf2_apply(matrix: list[int], vector: int) -> int:
     return out
 
 
-def _register_shifts(n_bytes: int) -> np.ndarray:
-    """The register carried past ``n_bytes`` zero bytes, by its four bytes: ``t[k, v]`` for the register
-    ``v << 8k``."""
+def _register_shifts(sizes: tuple[int, ...]) -> np.ndarray:
+    """For each size (a power of two) the register carried past that many zero bytes, by its four
+    bytes: ``t[i, k, v]`` for the register ``v << 8k``."""
     op = [_CRC_POLY] + [1 << (i - 1) for i in range(1, 32)]  # one zero bit, column by column
-    for _ in range(3):  # one zero byte
+    ops = {}
+    for n_bits in range(3 + max(sizes).bit_length()):  # 1, 2, 4, ... zero bits, by squaring
+        if n_bits >= 3:
+            ops[1 << (n_bits - 3)] = op
         op = [_gf2_apply(op, col) for col in op]
-    shift = [1 << i for i in range(32)]  # the identity, times op for every set bit of n_bytes
-    while n_bytes:
-        if n_bytes & 1:
-            shift = [_gf2_apply(op, col) for col in shift]
-        op = [_gf2_apply(op, col) for col in op]
-        n_bytes >>= 1
-    columns = np.array(shift, dtype=np.uint64).reshape(4, 8)
     v = np.arange(256)
-    table = np.zeros((4, 256), dtype=np.uint64)
-    for bit in range(8):  # each byte value: the columns of its set bits
-        table ^= np.where((v >> bit) & 1, columns[:, bit : bit + 1], np.uint64(0))
-    return table
+    tables = np.zeros((len(sizes), 4, 256), dtype=np.uint64)
+    for i, size in enumerate(sizes):
+        columns = np.array(ops[size], dtype=np.uint64).reshape(4, 8)
+        for bit in range(8):  # each byte value: the columns of its set bits
+            tables[i] ^= np.where((v >> bit) & 1, columns[:, bit : bit + 1], np.uint64(0))
+    return tables
 
 
-_CRC_SHIFT = np.stack([_register_shifts(n) for n in CRC_BLOCKS])
+_CRC_SHIFT = _register_shifts(CRC_BLOCKS)
 
 
 @njit(cache=True, inline="always")
