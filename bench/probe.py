@@ -17,7 +17,8 @@ Kinds:
   record's key (no CRC check: kafka-python's iteration does not verify it).
 * ``compact LOG_DIR``: ``tasks.compact_partition`` on every partition of LOG_DIR (changes it), with
   ``--phases`` a separate timing of the parts first (producer table, plan, pass 1); with ``--warm-copy
-  DIR`` a copy of DIR (the same shape) cleaned first, untimed (its CPU reported apart).
+  DIR`` a copy of DIR (the same shape) cleaned first, untimed (its CPU reported apart); with ``--canary``
+  the wide canary of ``bench.noise`` timed just before and just after the clean (``canary_ms``).
 * ``spark SOURCE_LOG_DIR --master local[N] --counts 1,2,4,8 --work DIR``: the Spark job
   (``jobs.compact.run``) on copies of the first 1, 2, 4, 8 partitions of SOURCE, one session, after a
   warm-up job that starts every Python worker. Copies are made before the clock starts. The peak memory
@@ -276,15 +277,47 @@ def _clean_a_copy(log_dir: str, sets: list[str], now_ms: int) -> float:
         return time.process_time() - started
 
 
-def probe_compact(
-    log_dir: str, sets: list[str], now_ms: int, phases: bool, warm_copy: str | None = None
-) -> dict:
-    from jobs.context import job_options, list_tasks
-    from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
+def pass1_phases(tasks, configs, opts, map_bytes: int) -> dict[str, float]:
+    """The parts before the rewrite, in CPU seconds, on their own (pass 1 on a map of its own; nothing is
+    written): opening the partition with its producer table, the plan, the map's allocation, pass 1."""
     from kafka_log_core.kernels.offset_map import OffsetMap
     from kafka_log_core.log.partition_log import PartitionLog
     from kafka_log_core.rules import cleaner
     from kafka_log_core.rules.producer_state import build_producer_table
+
+    broker = configs.broker
+    parts: dict[str, float] = {}
+    for task in tasks:
+        cfg = configs.for_topic(task.topic)
+        t0 = time.process_time()
+        log = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
+        producers = build_producer_table(log, opts.now_ms, broker.producer_id_expiration_ms)
+        t1 = time.process_time()
+        plan = cleaner.plan_cleaning(log, cfg, broker, opts.now_ms, producers)
+        t2 = time.process_time()
+        # the map as the cleaner makes it: the configured buffer, slots for the dirty section's keys
+        bound = cleaner.keyed_bound(log, plan.first_dirty_offset, plan.first_uncleanable_offset)
+        omap = OffsetMap(map_bytes, broker.log_cleaner_io_buffer_load_factor, bound)
+        t3 = time.process_time()
+        cleaner.build_offset_map(log, plan.first_dirty_offset, plan.first_uncleanable_offset, omap)
+        t4 = time.process_time()
+        for key, dt in (("open_and_producer_table", t1 - t0), ("plan", t2 - t1), ("map_alloc", t3 - t2),
+                        ("pass1_offset_map", t4 - t3)):  # fmt: skip
+            parts[key] = parts.get(key, 0.0) + dt
+        del log, omap
+    return parts
+
+
+def probe_compact(
+    log_dir: str,
+    sets: list[str],
+    now_ms: int,
+    phases: bool,
+    warm_copy: str | None = None,
+    canary: bool = False,
+) -> dict:
+    from jobs.context import job_options, list_tasks
+    from kafka_log_core.constants import OFFSET_MAP_ENTRY_BYTES
     from kafka_log_core.settings import config
     from kafka_log_core.settings.config import load_config
     from kafka_log_core.work.tasks import compact_partition
@@ -300,32 +333,20 @@ def probe_compact(
         "map_slots": config.dedupe_map_slots(broker),
         "map_capacity": config.dedupe_map_usable_entries(broker),
     }
-    if phases:  # the parts in CPU seconds, on their own (pass 1 on a map of its own; nothing is written)
-        parts: dict[str, float] = {}
-        for task in listing.tasks:
-            cfg = configs.for_topic(task.topic)
-            t0 = time.process_time()
-            log = PartitionLog.open(task.log_dir, task.tp, task.checkpoints)
-            producers = build_producer_table(log, opts.now_ms, broker.producer_id_expiration_ms)
-            t1 = time.process_time()
-            plan = cleaner.plan_cleaning(log, cfg, broker, opts.now_ms, producers)
-            t2 = time.process_time()
-            # the map as the cleaner makes it: the configured buffer, slots for the dirty section's keys
-            bound = cleaner.keyed_bound(log, plan.first_dirty_offset, plan.first_uncleanable_offset)
-            omap = OffsetMap(out["map_bytes"], broker.log_cleaner_io_buffer_load_factor, bound)
-            t3 = time.process_time()
-            cleaner.build_offset_map(log, plan.first_dirty_offset, plan.first_uncleanable_offset, omap)
-            t4 = time.process_time()
-            for key, dt in (("open_and_producer_table", t1 - t0), ("plan", t2 - t1), ("map_alloc", t3 - t2),
-                            ("pass1_offset_map", t4 - t3)):  # fmt: skip
-                parts[key] = parts.get(key, 0.0) + dt
-            del log, omap
-        out["phases_cpu_seconds"] = parts
+    if phases:
+        out["phases_cpu_seconds"] = pass1_phases(listing.tasks, configs, opts, out["map_bytes"])
+    if canary:  # the core's speed just before and just after the measured clean (bench.noise)
+        from bench.noise import wide_canary_ms
+
+        wide_canary_ms()
+        before = wide_canary_ms()
     meter = Meter()
     clock = Clock()
     rows = [compact_partition(task, configs, opts) for task in listing.tasks]
     out.update(clock.result())
     out.update(meter.result())
+    if canary:
+        out["canary_ms"] = [before, wide_canary_ms()]
     out["rows"] = rows
     if first_clean is not None:
         out["warm_copy_cpu_seconds"] = first_clean  # the same shape cleaned first, in this process
@@ -400,6 +421,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--warm-copy", default=None, help="compact: clean a copy of this log dir first (untimed)"
     )
+    parser.add_argument(
+        "--canary",
+        action="store_true",
+        help="compact: the wide canary (bench.noise) before and after the clean",
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--counts", default="1,2,4,8")
     parser.add_argument("--work", default=None)
@@ -417,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         now_ms = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
         if args.kind == "compact":
-            result = probe_compact(args.path, args.sets, now_ms, args.phases, args.warm_copy)
+            result = probe_compact(args.path, args.sets, now_ms, args.phases, args.warm_copy, args.canary)
         else:
             counts = [int(c) for c in args.counts.split(",")]
             work = args.work or tempfile.mkdtemp(prefix="bench-spark-")

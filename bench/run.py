@@ -65,6 +65,7 @@ from bench import split as split_section
 from bench import tables as tables_section
 from bench.generate import GiB, Manifest, MiB, PartitionManifest, Workload, generate
 from bench.kept import kept_records
+from bench.noise import wide_canary_ms
 from bench.report import SECTIONS, Report, Row, compressed_shape, draw_chart, evaluate_targets, format_table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,6 +96,9 @@ class Plan:
     sweep_consumer_offsets_keys: int = 20_000
     sweep_warmup_bytes: int = 4 * MiB
     sweep_repeat: int = 5  # each shape cleaned this many times by each side, alternately; medians
+    # the wide canary (bench.noise) timed just before and after each clean of either side, kept beside each
+    # run in the JSON: which cleans ran on a core whose sibling was busy (docs/benchmark.md, session 9)
+    sweep_canary: bool = False
 
 
 FULL = Plan(
@@ -504,9 +508,10 @@ def _median_run(runs: list[dict], key: str) -> dict:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def _ours_once(name: str, w: Workload, m: Manifest, work: Path, digest: bool) -> dict:
+def _ours_once(name: str, w: Workload, m: Manifest, work: Path, digest: bool, canary: bool) -> dict:
     target = copy_log_dir(Path(m.log_dir), work / "run" / "sweep")
-    ours = probe("compact", target, *job_sets(w), "--phases", "--warm-copy", m.log_dir)
+    extra = ("--canary",) if canary else ()
+    ours = probe("compact", target, *job_sets(w), "--phases", "--warm-copy", m.log_dir, *extra)
     if digest:
         ours["kept"] = kept_records(target / partition_dirs(m)[0].name)
     shutil.rmtree(target, ignore_errors=True)
@@ -523,6 +528,8 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
     side, not the ratio. The records kept are compared (digests) on the first round."""
     shapes = sweep_workloads(plan)
     data = sweep_data(plan, work)
+    if plan.sweep_canary:
+        wide_canary_ms()  # compiled (or loaded from numba's cache) before anything is measured
     ours_runs: dict[str, list[dict]] = {name: [] for name in shapes}
     kafka_runs: dict[str, list[dict]] = {name: [] for name in shapes}
     with _sweep_kafka(report, plan, data, work, skip) as kafka:
@@ -531,9 +538,12 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
                 m = data[name]
                 log(f"sweep {name} ({turn + 1}/{plan.sweep_repeat}): {m.partitions[0].batches} batches, "
                     f"{m.cleanable_bytes / 1e6:.0f} MB")  # fmt: skip
-                ours_runs[name].append(_ours_once(name, w, m, work, digest=turn == 0))
+                ours_runs[name].append(_ours_once(name, w, m, work, turn == 0, plan.sweep_canary))
                 if kafka is not None:
+                    before = wide_canary_ms() if plan.sweep_canary else None
                     k = kafka.clean(_kafka_topic(name, turn), m.cleanable_bytes, digest=turn == 0)
+                    if before is not None:
+                        k["canary_ms"] = [before, wide_canary_ms()]
                     kafka_runs[name].append(k)
                     log(f"kafka: {name}: {k['cleaner_thread_cpu_seconds'] or 0:.3f} CPU-s, ours "
                         f"{ours_runs[name][-1]['cpu_seconds']:.3f}")  # fmt: skip
@@ -569,7 +579,7 @@ def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs
         "records": p.records, "records_per_batch": p.records / p.batches, "cleanable_records": p.cleanable_records,
         "ours": ours, "ours_mb_per_cpu_s": m.cleanable_bytes / ours["cpu_seconds"] / 1e6,
         "ours_runs": [{"cpu_seconds": o["cpu_seconds"], "seconds": o["seconds"],
-                       "first_clean_cpu_seconds": o.get("warm_copy_cpu_seconds")} for o in ours_runs],
+                       "first_clean_cpu_seconds": o.get("warm_copy_cpu_seconds"), **_canary(o)} for o in ours_runs],
     }  # fmt: skip
     row = ours["rows"][0]
     report.rows.append(Row("sweep", f"sweep {name}: ours", m.cleanable_bytes, ours["seconds"], row["records_before"],
@@ -585,7 +595,7 @@ def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs
     walls = [run.get("seconds_from_rate") or run["seconds_printed"] for run in kafka_runs]
     kafka_wall = sorted(walls)[(len(walls) - 1) // 2]
     r["kafka"] = k
-    r["kafka_runs"] = [{"cpu_seconds": run["cleaner_thread_cpu_seconds"], "seconds": wall}
+    r["kafka_runs"] = [{"cpu_seconds": run["cleaner_thread_cpu_seconds"], "seconds": wall, **_canary(run)}
                        for run, wall in zip(kafka_runs, walls, strict=True)]  # fmt: skip
     if k["cleaner_thread_cpu_seconds"]:
         r["kafka_mb_per_cpu_s"] = r["input_bytes"] / k["cleaner_thread_cpu_seconds"] / 1e6
@@ -608,6 +618,11 @@ def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs
                            k["start_messages"], cpu_seconds=k["cleaner_thread_cpu_seconds"],
                            note="cleaner thread CPU; seconds from the rate Kafka prints"))  # fmt: skip
     return r
+
+
+def _canary(run: dict) -> dict:
+    """The canary's CPU ms before and after a clean, where the sweep took it (``--sweep-canary``)."""
+    return {"canary_ms": run["canary_ms"]} if "canary_ms" in run else {}
 
 
 def _kafka_topic(name: str, turn: int) -> str:
@@ -660,6 +675,8 @@ def run(args: argparse.Namespace) -> int:
     plan = QUICK if args.quick else FULL
     if args.sweep_repeat:
         plan = dataclasses.replace(plan, sweep_repeat=args.sweep_repeat)
+    if args.sweep_canary:
+        plan = dataclasses.replace(plan, sweep_canary=True)
     skip = {s.strip() for s in (args.skip or "").split(",") if s.strip()}
     unknown = skip - set(SECTIONS)
     if unknown:
@@ -766,6 +783,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="times each side cleans each sweep shape (medians taken)",
+    )
+    parser.add_argument(
+        "--sweep-canary",
+        action="store_true",
+        help="time bench.noise's wide canary before and after each sweep clean of either side (in the JSON)",
     )
     return run(parser.parse_args(argv))
 

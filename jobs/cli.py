@@ -15,7 +15,7 @@ from jobs import compact, export, options, package, report, retain
 from jobs.context import topic_pattern
 from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.javacompat import parse_java_integer
-from kafka_log_core.tools.coordinator_records import OFFSETS, TRANSACTION_LOG
+from kafka_log_core.tools.coordinator_records import OFFSETS, SHARE_GROUP_STATE, TRANSACTION_LOG
 from kafka_log_core.tools.dump import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -161,12 +161,17 @@ def offsets(
 @click.option(
     "--offsets-decoder",
     is_flag=True,
-    help="Decode __consumer_offsets records (classic groups) as JSON (implies --print-data-log).",
+    help="Decode __consumer_offsets records as JSON (implies --print-data-log).",
 )
 @click.option(
     "--transaction-log-decoder",
     is_flag=True,
     help="Decode __transaction_state records as JSON (implies --print-data-log).",
+)
+@click.option(
+    "--share-group-state-decoder",
+    is_flag=True,
+    help="Decode __share_group_state records as JSON (implies --print-data-log).",
 )
 @options.max_batch_bytes_option
 def dump(
@@ -180,6 +185,7 @@ def dump(
     skip_record_metadata: bool,
     offsets_decoder: bool,
     transaction_log_decoder: bool,
+    share_group_state_decoder: bool,
     max_batch_bytes: int,
 ) -> None:
     """Print segment files exactly as Kafka's kafka-dump-log does.
@@ -187,8 +193,10 @@ def dump(
     A file that cannot be read gets one "error:" line on stderr; the other files are still dumped and
     the exit status is 1.
     """
-    # kafka-dump-log takes the offsets decoder first when both are given
-    decoder = OFFSETS if offsets_decoder else TRANSACTION_LOG if transaction_log_decoder else ""
+    # kafka-dump-log takes the first decoder given in this order
+    chosen = ((offsets_decoder, OFFSETS), (transaction_log_decoder, TRANSACTION_LOG),
+              (share_group_state_decoder, SHARE_GROUP_STATE))  # fmt: skip
+    decoder = next((name for given, name in chosen if given), "")
     options = DumpOptions(
         deep_iteration=deep_iteration,
         print_data_log=print_data_log or bool(decoder),

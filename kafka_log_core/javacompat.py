@@ -40,6 +40,17 @@ def parse_java_integer(text: str, low: int = MIN_LONG, high: int = MAX_LONG) -> 
     return value if low <= value <= high else None
 
 
+def java_split(text: str, separator: str) -> list[str]:
+    """``String.split`` on a one-character separator: the parts, trailing empty ones dropped (``"1,"`` is
+    ``["1"]``, ``","`` is ``[]``), the text itself when the separator is not in it (``""`` is ``[""]``)."""
+    parts = text.split(separator)
+    if len(parts) == 1:
+        return parts
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts
+
+
 def java_string_hash(text: str) -> int:
     """``String.hashCode`` as an unsigned 32-bit value (over UTF-16 code units)."""
     units = text.encode("utf-16-be", "surrogatepass")

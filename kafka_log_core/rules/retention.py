@@ -233,6 +233,7 @@ class _Walk:
         self.run(RETENTION_MS, expired)
 
 
+_DEFAULT_BROKER = BrokerConfig()
 NO_CLEANER = "compacted topic and log.cleaner.enable=false: the broker applies no retention"
 
 
@@ -248,7 +249,7 @@ def no_retention_reason(
 ) -> str | None:
     """Why the broker applies no retention to this log at all (rule D0), or None: a compacted topic on a
     broker whose cleaner is disabled is left alone -- unless the operator moves the log start offset
-    (DeleteRecords moves it; no segment is deleted: plan with ``segment_rules=applies_rules(...)``)."""
+    (DeleteRecords moves it; no segment is deleted: :func:`plan_retention` with the ``broker``)."""
     if not applies_rules(cfg, broker) and log_start_offset_override is None:
         return NO_CLEANER
     return None
@@ -261,11 +262,12 @@ def plan_retention(
     *,
     log_start_offset_override: int | None = None,
     force: bool = False,
-    segment_rules: bool = True,
+    broker: BrokerConfig = _DEFAULT_BROKER,
 ) -> RetentionPlan:
     """What ``deleteOldSegments`` would delete now; SafetyGuardError unless the guard passes or ``force``.
-    Without ``segment_rules`` (see :func:`applies_rules`) only ``log_start_offset_override`` moves the log
-    start offset and no segment is deleted."""
+    Where ``broker`` deletes no segment of this log (:func:`applies_rules`) only ``log_start_offset_override``
+    moves the log start offset."""
+    segment_rules = applies_rules(cfg, broker)
     hw = log.high_watermark
     hw_source = HW_FROM_CHECKPOINT if log.high_watermark_from_checkpoint else HW_FROM_LOG_END
     walk = _Walk(log, now_ms, log.log_start_offset, hw)

@@ -1,76 +1,44 @@
-"""The records of ``__consumer_offsets`` and ``__transaction_state`` as kafka-dump-log's
-``--offsets-decoder`` and ``--transaction-log-decoder`` print them (Kafka 4.4's ``DumpLogSegments``).
+"""The records of ``__consumer_offsets``, ``__transaction_state`` and ``__share_group_state`` as
+kafka-dump-log's ``--offsets-decoder``, ``--transaction-log-decoder`` and ``--share-group-state-decoder``
+print them (Kafka 4.4's ``DumpLogSegments``).
 
-A coordinator record's key is ``int16 type`` then the key's fields (version 0); its value is ``int16
-version`` then the value's fields in that version (a null value is a tombstone, printed ``<DELETE>``).
-The fields are Kafka's message schemas, written out below as tables: versions ``"0+"``, ``"1"`` or
-``"3+"``; a flexible version (``FLEXIBLE_FROM``) has compact strings, bytes and arrays (unsigned varint
-length + 1, 0 = null) and ends each struct with its tagged fields (unsigned varint count, then tag,
-size and value each), a non-flexible one has int16 string lengths and int32 bytes and array lengths
-(-1 = null)::
+A coordinator record's key is ``int16 type`` then the key's fields (read with the type as version); its
+value is ``int16 version`` then the value's fields in that version (a null value is a tombstone, printed
+``<DELETE>``).
+The fields are Kafka's message schemas, written out below as :mod:`~kafka_log_core.tools.message_schema`
+tables and printed as::
 
     key    {"type":"<type>","data":{<fields>}}
     value  {"version":"<version>","data":{<fields>}}
 
-The JSON is Jackson's compact text: fields in schema order, a tagged field only when it is not its
-default, bytes in base64, a uuid as Kafka prints it (URL-safe base64 without padding). A classic group's
-members (``protocolType`` ``consumer``) have their subscription and assignment bytes shown decoded
-(``ConsumerProtocolSubscription`` / ``ConsumerProtocolAssignment``, version first), or as bytes when they
-do not decode; a transaction's ``transactionStatus`` is shown by its state's name.
+A classic group's members (``protocolType`` ``consumer``) have their subscription and assignment bytes
+shown decoded (``ConsumerProtocolSubscription`` / ``ConsumerProtocolAssignment``, version first), or as
+bytes when they do not decode; a transaction's ``transactionStatus`` is shown by its state's name.
 
-Decoded: the classic consumer groups' records (types 0, 1 and 2: offset commits and group metadata)
-and the transaction log (type 0). The records of the newer group protocols (types 3 and up: consumer,
-share and streams groups, KIP-848 and later) are named, not decoded.
+Decoded: every record type of Kafka 4.4's group coordinator (0-2: offset commits and classic groups;
+3-8 and 16: consumer groups, KIP-848; 10-15: share groups; 17 and 19-23: streams groups) and of its
+transaction log (type 0) and of its share coordinator (0: share snapshots, 1: share updates).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 from kafka_log_core.errors import CorruptDataError
-from kafka_log_core.format.checkpoints import encode_uuid
-from kafka_log_core.format.kafka_message import INT8, INT16, INT32, INT64, MessageReader
+from kafka_log_core.format.kafka_message import MessageReader
+from kafka_log_core.tools import message_schema
 from kafka_log_core.tools.json_text import to_json
+from kafka_log_core.tools.message_schema import Field, Schema
 
 OFFSETS = "offsets"
 TRANSACTION_LOG = "transaction-log"
+SHARE_GROUP_STATE = "share-group-state"
 DELETE = "<DELETE>"
 CONSUMER_PROTOCOL_TYPE = "consumer"
 TRANSACTION_STATES = (
     "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
     "PrepareEpochFence",
 )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    """One schema field: JSON name, type (``int8``..``int64``, ``string``, ``bytes``, ``uuid``, ``[]int32``,
-    ``[]string`` or ``[]`` with ``fields``), versions, nullable versions, tag (tagged fields) and default."""
-
-    name: str
-    kind: str
-    versions: str = "0+"
-    nullable: str = "none"
-    tag: int | None = None
-    default: object = None
-    fields: tuple[Field, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Schema:
-    fields: tuple[Field, ...]
-    flexible_from: int | None = None  # None: no flexible version
-
-
-def _in(versions: str, version: int) -> bool:
-    if versions == "none":
-        return False
-    if versions.endswith("+"):
-        return version >= int(versions[:-1])
-    low, _, high = versions.partition("-")
-    return int(low) <= version <= int(high or low)
 
 
 _TOPIC_PARTITIONS = (Field("topic", "string"), Field("partitions", "[]int32"))
@@ -111,9 +79,177 @@ OFFSETS_VALUES = {
     ),
 }
 OFFSETS_VALUES[1] = OFFSETS_VALUES[0]
-# The record types of the newer group protocols Kafka 4.4 decodes (3-8 consumer, 10-16 share, 17-23 streams
-# groups; 9 and 18 are not used), which kafka-log-jobs names without decoding.
-NEWER_GROUP_RECORD_TYPES = frozenset({*range(3, 9), *range(10, 18), *range(19, 24)})
+
+
+# The newer group protocols' records (group-coordinator's generated CoordinatorRecordType of Kafka 4.4):
+# consumer groups (KIP-848) 3-8 and 16, share groups 10-15, streams groups 17 and 19-23 (9 and 18 are not
+# used). Keys are not flexible, values are flexible from version 0.
+def _key(*names: str) -> Schema:
+    return Schema(tuple(Field(name, "string") for name in names))
+
+
+def _value(*fields: Field) -> Schema:
+    return Schema(fields, flexible_from=0)
+
+
+_GROUP, _MEMBER_KEY = _key("groupId"), _key("groupId", "memberId")
+_TOPIC_ID_PARTITIONS = (Field("topicId", "uuid"), Field("partitions", "[]int32"))
+_EPOCHS = Field("assignmentEpochs", "[]int32", nullable="0+", tag=0, default=[])
+_TASK_IDS = (Field("subtopologyId", "string"), Field("partitions", "[]int32"))
+_TASK_IDS_WITH_EPOCHS = (*_TASK_IDS, _EPOCHS)
+_ASSIGNMENT_METADATA = _value(
+    Field("assignmentEpoch", "int32"), Field("assignmentTimestamp", "int64", tag=0, default=0)
+)
+_CONFIGS = (Field("key", "string"), Field("value", "string"))
+_TOPIC_INFO = (
+    Field("name", "string"),
+    Field("partitions", "int32"),
+    Field("replicationFactor", "int16"),
+    Field("topicConfigs", "[]", fields=_CONFIGS),
+)
+_MEMBER_IDENTITY = (
+    Field("instanceId", "string", nullable="0+"),
+    Field("rackId", "string", nullable="0+"),
+    Field("clientId", "string"),
+    Field("clientHost", "string"),
+)
+_STATE_TOPICS = (Field("topicId", "uuid"), Field("topicName", "string"), Field("partitions", "[]int32"))
+NEWER_GROUP_KEYS = {
+    **dict.fromkeys((3, 4, 6, 11, 12, 15, 17, 20, 23), _GROUP),
+    **dict.fromkeys((5, 7, 8, 10, 13, 14, 19, 21, 22), _MEMBER_KEY),
+    16: _key("groupId", "regularExpression"),
+}
+NEWER_GROUP_VALUES = {
+    3: _value(Field("epoch", "int32"), Field("metadataHash", "int64", tag=0, default=0)),
+    4: _value(
+        Field(
+            "topics",
+            "[]",
+            fields=(
+                Field("topicId", "uuid"),
+                Field("topicName", "string"),
+                Field("numPartitions", "int32"),
+                Field(
+                    "partitionMetadata",
+                    "[]",
+                    fields=(Field("partition", "int32"), Field("racks", "[]string")),
+                ),
+            ),
+        )
+    ),
+    5: _value(
+        *_MEMBER_IDENTITY,
+        Field("subscribedTopicNames", "[]string"),
+        Field("subscribedTopicRegex", "string", nullable="0+"),
+        Field("rebalanceTimeoutMs", "int32"),
+        Field("serverAssignor", "string", nullable="0+"),
+        Field(
+            "classicMemberMetadata",
+            "{}",
+            nullable="0+",
+            tag=0,
+            default={"sessionTimeoutMs": 0, "supportedProtocols": []},
+            fields=(
+                Field("sessionTimeoutMs", "int32"),
+                Field(
+                    "supportedProtocols", "[]", fields=(Field("name", "string"), Field("metadata", "bytes"))
+                ),
+            ),
+        ),
+    ),
+    6: _ASSIGNMENT_METADATA,
+    7: _value(Field("topicPartitions", "[]", fields=_TOPIC_ID_PARTITIONS)),
+    8: _value(
+        Field("memberEpoch", "int32"),
+        Field("previousMemberEpoch", "int32"),
+        Field("state", "int8"),
+        Field("assignedPartitions", "[]", fields=(*_TOPIC_ID_PARTITIONS, _EPOCHS)),
+        Field("partitionsPendingRevocation", "[]", fields=(*_TOPIC_ID_PARTITIONS, _EPOCHS)),
+    ),
+    10: _value(
+        Field("rackId", "string", nullable="0+"),
+        Field("clientId", "string"),
+        Field("clientHost", "string"),
+        Field("subscribedTopicNames", "[]string"),
+    ),
+    11: _value(Field("epoch", "int32"), Field("metadataHash", "int64")),
+    12: _ASSIGNMENT_METADATA,
+    13: _value(Field("topicPartitions", "[]", fields=_TOPIC_ID_PARTITIONS)),
+    14: _value(
+        Field("memberEpoch", "int32"),
+        Field("previousMemberEpoch", "int32"),
+        Field("state", "int8"),
+        Field("assignedPartitions", "[]", fields=_TOPIC_ID_PARTITIONS),
+    ),
+    15: _value(
+        Field("initializingTopics", "[]", fields=_STATE_TOPICS),
+        Field("initializedTopics", "[]", fields=_STATE_TOPICS),
+        Field("deletingTopics", "[]", fields=_STATE_TOPICS[:2]),
+    ),
+    16: _value(Field("topics", "[]string"), Field("version", "int64"), Field("timestamp", "int64")),
+    17: _value(
+        Field("epoch", "int32"),
+        Field("metadataHash", "int64"),
+        Field("validatedTopologyEpoch", "int32", tag=0, default=-1),
+        Field("lastAssignmentConfigs", "[]", nullable="0+", tag=1, default=[], fields=_CONFIGS),
+        Field("storedDescriptionTopologyEpoch", "int32", tag=2, default=-1),
+        Field("failedDescriptionTopologyEpoch", "int32", tag=3, default=-1),
+    ),
+    19: _value(
+        *_MEMBER_IDENTITY,
+        Field("rebalanceTimeoutMs", "int32"),
+        Field("topologyEpoch", "int32"),
+        Field("processId", "string"),
+        Field("userEndpoint", "{}", nullable="0+", fields=(Field("host", "string"), Field("port", "uint16"))),
+        Field("clientTags", "[]", fields=_CONFIGS),
+    ),
+    20: _ASSIGNMENT_METADATA,
+    21: _value(
+        *(Field(name, "[]", fields=_TASK_IDS) for name in ("activeTasks", "standbyTasks", "warmupTasks"))
+    ),
+    22: _value(
+        Field("memberEpoch", "int32"),
+        Field("previousMemberEpoch", "int32"),
+        Field("state", "int8"),
+        *(
+            Field(name, "[]", fields=_TASK_IDS_WITH_EPOCHS)
+            for name in (
+                "activeTasks",
+                "standbyTasks",
+                "warmupTasks",
+                "activeTasksPendingRevocation",
+                "standbyTasksPendingRevocation",
+                "warmupTasksPendingRevocation",
+            )
+        ),  # fmt: skip
+    ),
+    23: _value(
+        Field("epoch", "int32"),
+        Field(
+            "subtopologies",
+            "[]",
+            fields=(
+                Field("subtopologyId", "string"),
+                Field("sourceTopics", "[]string"),
+                Field("sourceTopicRegex", "[]string"),
+                Field("stateChangelogTopics", "[]", fields=_TOPIC_INFO),
+                Field("repartitionSinkTopics", "[]string"),
+                Field("repartitionSourceTopics", "[]", fields=_TOPIC_INFO),
+                Field(
+                    "copartitionGroups",
+                    "[]",
+                    fields=(
+                        Field("sourceTopics", "[]int16"),
+                        Field("sourceTopicRegex", "[]int16"),
+                        Field("repartitionSourceTopics", "[]int16"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+}
+OFFSETS_KEYS.update(NEWER_GROUP_KEYS)
+OFFSETS_VALUES.update(NEWER_GROUP_VALUES)
 SUBSCRIPTION = Schema(
     (
         Field("topics", "[]string"),
@@ -150,83 +286,67 @@ TRANSACTION_VALUES = {
         flexible_from=1,
     )
 }
-_VALID_VALUE_VERSIONS = {OFFSETS: {0: (0, 4), 1: (0, 4), 2: (0, 4)}, TRANSACTION_LOG: {0: (0, 1)}}
-_INTS = {"int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64}
-
-
-def _length(r: MessageReader, flexible: bool, wide: bool, what: str) -> int:
-    """A string (int16), bytes or array (int32) length; -1 = null."""
-    if flexible:
-        return r.length(what)
-    return r.fixed(INT32 if wide else INT16, what)
-
-
-def _read_value(r: MessageReader, field: Field, version: int, flexible: bool) -> object:
-    kind = field.kind
-    if kind in _INTS:
-        return r.fixed(_INTS[kind], field.name)
-    if kind == "uuid":
-        return r.uuid(field.name)
-    if kind in ("string", "bytes"):
-        n = _length(r, flexible, kind == "bytes", field.name)
-        if n < 0:
-            if not _in(field.nullable, version):
-                raise ValueError(f"non-nullable field {field.name} was serialized as null")
-            return None
-        raw = r.take(n, field.name)
-        return raw.decode("utf-8", "replace") if kind == "string" else raw
-    n = _length(r, flexible, True, field.name)  # an array
-    if n < 0:
-        if not _in(field.nullable, version):
-            raise ValueError(f"non-nullable field {field.name} was serialized as null")
-        return None
-    if kind == "[]":
-        return [_read_struct(r, field.fields, version, flexible) for _ in range(n)]
-    element = Field(field.name, kind[2:])
-    return [_read_value(r, element, version, flexible) for _ in range(n)]
-
-
-def _read_struct(
-    r: MessageReader, fields: Sequence[Field], version: int, flexible: bool
-) -> dict[str, object]:
-    values: dict[str, object] = {}
-    for field in fields:
-        if field.tag is None and _in(field.versions, version):
-            values[field.name] = _read_value(r, field, version, flexible)
-    if flexible:
-        tagged = {f.tag: f for f in fields if f.tag is not None and _in(f.versions, version)}
-        for _ in range(r.uvarint("tagged fields")):
-            tag, size = r.uvarint("tag"), r.uvarint("tagged field size")
-            data = r.take(size, "tagged field")
-            if tag in tagged:
-                values[tagged[tag].name] = _read_value(MessageReader(data), tagged[tag], version, flexible)
-    return values
-
-
-def _as_json(fields: Sequence[Field], values: dict[str, object], version: int) -> dict[str, object]:
-    """The JSON object Kafka's generated converter writes: schema order, tagged fields only when set."""
-    out: dict[str, object] = {}
-    for field in fields:
-        if not _in(field.versions, version):
-            continue
-        if field.tag is not None:
-            value = values.get(field.name, field.default)
-            if value == field.default:
-                continue
-        else:
-            value = values[field.name]
-        if field.kind == "uuid" and isinstance(value, bytes):
-            value = encode_uuid(value)
-        elif field.kind == "[]" and isinstance(value, list):
-            value = [_as_json(field.fields, item, version) for item in value]
-        out[field.name] = value
-    return out
+_SHARE_KEY = Schema((Field("groupId", "string"), Field("topicId", "uuid"), Field("partition", "int32")))
+_STATE_BATCH = (
+    Field("firstOffset", "int64"),
+    Field("lastOffset", "int64"),
+    Field("deliveryState", "int8"),
+    Field("deliveryCount", "int16"),
+)
+_DELIVERY_COMPLETE_COUNT = Field("deliveryCompleteCount", "int32", tag=0, default=-1)
+# share-coordinator's CoordinatorRecordType (Kafka 4.4): 0 ShareSnapshot, 1 ShareUpdate
+SHARE_GROUP_STATE_KEYS = {0: _SHARE_KEY, 1: _SHARE_KEY}
+SHARE_GROUP_STATE_VALUES = {
+    0: _value(
+        Field("snapshotEpoch", "int32"),
+        Field("stateEpoch", "int32"),
+        Field("leaderEpoch", "int32"),
+        Field("startOffset", "int64"),
+        _DELIVERY_COMPLETE_COUNT,
+        Field("createTimestamp", "int64"),
+        Field("writeTimestamp", "int64"),
+        Field("stateBatches", "[]", fields=_STATE_BATCH),
+    ),
+    1: _value(
+        Field("snapshotEpoch", "int32"),
+        Field("leaderEpoch", "int32"),
+        Field("startOffset", "int64"),
+        _DELIVERY_COMPLETE_COUNT,
+        Field("stateBatches", "[]", fields=_STATE_BATCH),
+    ),
+}
+_TABLES = {
+    OFFSETS: (OFFSETS_KEYS, OFFSETS_VALUES),
+    TRANSACTION_LOG: (TRANSACTION_KEYS, TRANSACTION_VALUES),
+    SHARE_GROUP_STATE: (SHARE_GROUP_STATE_KEYS, SHARE_GROUP_STATE_VALUES),
+}
+_VALID_VALUE_VERSIONS = {
+    OFFSETS: {0: (0, 4), 1: (0, 4), 2: (0, 4), **dict.fromkeys(NEWER_GROUP_VALUES, (0, 0))},
+    TRANSACTION_LOG: {0: (0, 1)},
+    SHARE_GROUP_STATE: {0: (0, 0), 1: (0, 0)},
+}
 
 
 def parse(schema: Schema, data: bytes, version: int) -> dict[str, object]:
-    flexible = schema.flexible_from is not None and version >= schema.flexible_from
-    r = MessageReader(data)
-    return _as_json(schema.fields, _read_struct(r, schema.fields, version, flexible), version)
+    return message_schema.parse(schema, MessageReader(data), version)
+
+
+def _version(buffer: bytes, name: str) -> int:
+    """The int16 a key (its record type) or value (its version) starts with (CoordinatorRecordSerde)."""
+    if len(buffer) < 2:
+        raise ValueError(f"Could not read version from {name}'s buffer.")
+    return int(struct.unpack_from(">h", buffer)[0])
+
+
+def _read(schema: Schema, buffer: bytes, version: int, name: str) -> dict[str, object]:
+    """The fields after the version, read at ``version`` (a key's is its record type); an error is said as
+    Kafka's CoordinatorRecordSerde says it, with our reader's detail."""
+    try:
+        return parse(schema, buffer[2:], version)
+    except CorruptDataError as err:
+        raise ValueError(
+            f"Could not read record with version {version} from {name}'s buffer due to: {err}."
+        ) from err
 
 
 def _decoded_member_bytes(member: dict[str, object]) -> None:
@@ -246,36 +366,27 @@ def _decoded_member_bytes(member: dict[str, object]) -> None:
 def decode(
     decoder: str, offset: int, key: bytes | None, value: bytes | None
 ) -> tuple[str | None, str | None]:
-    """(key text, payload text) of one record for ``decoder`` (``OFFSETS`` or ``TRANSACTION_LOG``); a
+    """(key text, payload text) of one record for ``decoder`` (``OFFSETS``, ``TRANSACTION_LOG`` or
+    ``SHARE_GROUP_STATE``); a
     text is None where Kafka prints no ``key:`` / ``payload:``."""
     if key is None:
         raise CorruptDataError(
             f"Failed to decode message at offset {offset} using the specified decoder (message had a missing key)"
         )
-    keys, values = (
-        (OFFSETS_KEYS, OFFSETS_VALUES) if decoder == OFFSETS else (TRANSACTION_KEYS, TRANSACTION_VALUES)
-    )
+    keys, values = _TABLES[decoder]
     try:
-        if len(key) < 2:
-            raise ValueError("the key holds no record type")
-        record_type = struct.unpack_from(">h", key)[0]
+        record_type = _version(key, "key")
         if record_type not in keys:
-            if decoder == OFFSETS and record_type in NEWER_GROUP_RECORD_TYPES:
-                return (
-                    f"Record type {record_type} at offset {offset} is not decoded by kafka-log-jobs, skipping.",
-                    None,
-                )
             return f"Unknown record type {record_type} at offset {offset}, skipping.", None
-        key_text = to_json({"type": str(record_type), "data": parse(keys[record_type], key[2:], 0)})
+        key_data = _read(keys[record_type], key, record_type, "key")
+        key_text = to_json({"type": str(record_type), "data": key_data})
         if value is None:
             return key_text, DELETE
-        if len(value) < 2:
-            raise ValueError("the value holds no version")
-        version = struct.unpack_from(">h", value)[0]
+        version = _version(value, "value")
         low, high = _VALID_VALUE_VERSIONS[decoder][record_type]
         if not low <= version <= high:
-            raise ValueError(f"unknown version {version} of the value of record type {record_type}")
-        data = parse(values[record_type], value[2:], version)
+            raise ValueError(f"Found an unknown record version {version} for {record_type} type")
+        data = _read(values[record_type], value, version, "value")
         if decoder == TRANSACTION_LOG:
             status = data["transactionStatus"]
             if not isinstance(status, int) or not 0 <= status < len(TRANSACTION_STATES):

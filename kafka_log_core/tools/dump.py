@@ -35,7 +35,9 @@ Deliberate differences from Kafka's tool, all outside its normal output:
 * so do a corrupt producer snapshot and a partial batch at the end of a ``.log`` (after Kafka's "Found N
   invalid bytes" line), where Kafka prints a message or that line and exits 0;
 * ``--index-sanity-check`` reads only the index itself (Kafka also opens the ``.log`` and ``.index``);
-* the decoder options (``--offsets-decoder``, ``--key-decoder-class``, ...) are not offered.
+* of the decoder options only ``--offsets-decoder``, ``--transaction-log-decoder`` and
+  ``--share-group-state-decoder`` are offered (:mod:`~kafka_log_core.tools.coordinator_records`), not
+  ``--key-decoder-class`` and the others.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -65,9 +67,8 @@ from kafka_log_core.format import (
     record_batch,
     time_index,
 )
-from kafka_log_core.format.checkpoints import encode_uuid
 from kafka_log_core.format.index_base import read_index_file
-from kafka_log_core.format.kafka_message import INT16, INT32, INT64, UINT16, UUID_SIZE, MessageReader
+from kafka_log_core.format.kafka_message import UUID_SIZE, MessageReader
 from kafka_log_core.format.log_file import FileBatch
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry
 from kafka_log_core.format.record_batch import BatchHeader, Record
@@ -75,8 +76,9 @@ from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafka_log_core.format.txn_index import KIND as TXN_KIND
 from kafka_log_core.javacompat import JavaHashMap, parse_java_integer
-from kafka_log_core.tools import coordinator_records
+from kafka_log_core.tools import coordinator_records, message_schema
 from kafka_log_core.tools.json_text import to_json
+from kafka_log_core.tools.message_schema import Field, Schema
 
 DEFAULT_MAX_BYTES = MAX_INT  # Kafka's default for --max-bytes: "read everything"
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size: bytes read at each offset-index position
@@ -103,7 +105,7 @@ class DumpOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     skip_record_metadata: bool = False
-    decoder: str = ""  # coordinator_records.OFFSETS or TRANSACTION_LOG (implies print_data_log), or none
+    decoder: str = ""  # a coordinator_records decoder (implies print_data_log), or none
     max_batch_bytes: int = compression.MAX_BATCH_BYTES  # the most one batch's records may decompress to
 
     def __post_init__(self) -> None:
@@ -532,86 +534,50 @@ def _control_text_of(record: Record | legacy_records.LegacyRecord) -> str:
     label, schema = kraft
     if record.value is None:
         raise CorruptRecordError(f"{control.type_name} control record has a null value")
-    message = _read_struct(MessageReader(record.value, error=CorruptRecordError), schema)
-    return label + to_json(_write(schema, message, message["version"]))
+    r = MessageReader(record.value, error=CorruptRecordError)
+    message = message_schema.read_struct(r, schema.fields, 0, schema.flexible(0))
+    (version,) = _INT16.unpack_from(record.value)  # the stored "version" field, read above
+    return label + to_json(message_schema.as_json(schema.fields, message, version))
 
 
 # KRaft control record values (clients/src/main/resources/common/message/*.json), read the way Kafka
-# reads them (at version 0, flexible: compact strings and arrays, tagged fields after every struct) and
-# written as its generated JSON converters write them, at the version stored in the record's own
-# "version" field. A field is (json name, type, first version that has it).
-_Schema = tuple[tuple[str, object, int], ...]
-_LEADER_CHANGE_VOTER: _Schema = (("voterId", "int32", 0), ("voterDirectoryId", "uuid", 1))
-_KRAFT_VOTER: _Schema = (
-    ("voterId", "int32", 0),
-    ("voterDirectoryId", "uuid", 0),
-    ("endpoints", ("array", (("name", "string", 0), ("host", "string", 0), ("port", "uint16", 0))), 0),
-    (
+# reads them (at version 0) and written as its generated JSON converters write them, at the version
+# stored in the record's own "version" field (a field version 0 lacks is written as its default).
+_LEADER_CHANGE_VOTER = (
+    Field("voterId", "int32"),
+    Field("voterDirectoryId", "uuid", "1+", default=bytes(UUID_SIZE)),
+)
+_KRAFT_VOTER = (
+    Field("voterId", "int32"),
+    Field("voterDirectoryId", "uuid"),
+    Field(
+        "endpoints", "[]", fields=(Field("name", "string"), Field("host", "string"), Field("port", "uint16"))
+    ),
+    Field(
         "kRaftVersionFeature",
-        ("struct", (("minSupportedVersion", "int16", 0), ("maxSupportedVersion", "int16", 0))),
-        0,
+        "{}",
+        fields=(Field("minSupportedVersion", "int16"), Field("maxSupportedVersion", "int16")),
     ),
 )
-_KRAFT_CONTROL: dict[int, tuple[str, _Schema]] = {
+_VERSION = Field("version", "int16")
+_KRAFT_CONTROL: dict[int, tuple[str, Schema]] = {
     2: (
         " LeaderChange: ",
-        (
-            ("version", "int16", 0),
-            ("leaderId", "int32", 0),
-            ("voters", ("array", _LEADER_CHANGE_VOTER), 0),
-            ("grantingVoters", ("array", _LEADER_CHANGE_VOTER), 0),
+        Schema(
+            (
+                _VERSION,
+                Field("leaderId", "int32"),
+                Field("voters", "[]", fields=_LEADER_CHANGE_VOTER),
+                Field("grantingVoters", "[]", fields=_LEADER_CHANGE_VOTER),
+            ),
+            flexible_from=0,
         ),
     ),
-    3: (" SnapshotHeader ", (("version", "int16", 0), ("lastContainedLogTimestamp", "int64", 0))),
-    4: (" SnapshotFooter ", (("version", "int16", 0),)),
-    5: (" KRaftVersion ", (("version", "int16", 0), ("kRaftVersion", "int16", 0))),
-    6: (" KRaftVoters ", (("version", "int16", 0), ("voters", ("array", _KRAFT_VOTER), 0))),
+    3: (" SnapshotHeader ", Schema((_VERSION, Field("lastContainedLogTimestamp", "int64")), flexible_from=0)),
+    4: (" SnapshotFooter ", Schema((_VERSION,), flexible_from=0)),
+    5: (" KRaftVersion ", Schema((_VERSION, Field("kRaftVersion", "int16")), flexible_from=0)),
+    6: (" KRaftVoters ", Schema((_VERSION, Field("voters", "[]", fields=_KRAFT_VOTER)), flexible_from=0)),
 }
-_FIXED = {"int16": INT16, "int32": INT32, "int64": INT64, "uint16": UINT16}
-_ZERO_UUID = bytes(UUID_SIZE)
-
-
-def _read_struct(r: MessageReader, schema: _Schema) -> dict[str, object]:
-    """One struct of a flexible-version message at version 0 (its fields, then its tagged fields)."""
-    out: dict[str, object] = {}
-    for name, kind, since in schema:
-        if since > 0:
-            out[name] = _ZERO_UUID  # not present at version 0: the field's default
-        elif isinstance(kind, tuple) and kind[0] == "array":
-            count = r.length(name)
-            if count < 0:
-                raise CorruptRecordError(f"non-nullable field {name} was serialized as null")
-            out[name] = [_read_struct(r, kind[1]) for _ in range(count)]
-        elif isinstance(kind, tuple):
-            out[name] = _read_struct(r, kind[1])
-        elif kind == "uuid":
-            out[name] = r.uuid(name)
-        elif kind == "string":
-            length = r.length(name)
-            if length < 0 or length > 0x7FFF:
-                raise CorruptRecordError(f"string field {name} has invalid length {length}")
-            out[name] = r.take(length, name).decode("utf-8", "replace")
-        else:
-            out[name] = r.fixed(_FIXED[str(kind)], name)
-    r.skip_tagged_fields()
-    return out
-
-
-def _write(schema: _Schema, message: Mapping[str, object], version: object) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for name, kind, since in schema:
-        if isinstance(version, int) and version < since:
-            continue
-        value = message[name]
-        if isinstance(kind, tuple) and kind[0] == "array":
-            out[name] = [_write(kind[1], item, version) for item in value]  # type: ignore[attr-defined]
-        elif isinstance(kind, tuple):
-            out[name] = _write(kind[1], value, version)  # type: ignore[arg-type]
-        elif kind == "uuid":
-            out[name] = encode_uuid(value)  # type: ignore[arg-type]
-        else:
-            out[name] = value
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- indexes

@@ -17,9 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from kafka_log_core.constants import MAX_INT, MIN_INT
 from kafka_log_core.errors import UsageError
 from kafka_log_core.format.compression import MAX_BATCH_BYTES
 from kafka_log_core.format.filenames import TopicPartition
+from kafka_log_core.javacompat import java_split, parse_java_integer
 from kafka_log_core.log.partition_log import PartitionLog
 
 # ListOffsetsRequest's special timestamps
@@ -91,7 +93,6 @@ def _offset_by_timestamp(log: PartitionLog, target: int, max_batch_bytes: int) -
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # GetOffsetShell's TOPIC_PARTITION_PATTERN
 _RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
-_INT_MAX = 2**31 - 1
 Selection = Callable[[TopicPartition], bool]
 
 
@@ -106,8 +107,9 @@ def include_list(raw: str, flag: str) -> re.Pattern[str]:
 
 
 def _int(text: str, flag: str, raw: str) -> int:
-    value = int(text) if re.fullmatch(r"[+-]?[0-9]{1,10}", text) else None
-    if value is None or not -(2**31) <= value <= _INT_MAX:
+    """A partition number as GetOffsetShell reads it (``Integer.parseInt``)."""
+    value = parse_java_integer(text, MIN_INT, MAX_INT)
+    if value is None:
         raise UsageError(f"{flag} {raw!r}: {text!r} is not a partition number")
     return value
 
@@ -130,7 +132,7 @@ def partition_selection(
 def _rule_selection(topic_partitions: str) -> Selection:
     """--topic-partitions: TOPIC_REGEX[:N|:N-M|:N-|:-M] rules, M exclusive."""
     rules = []
-    for spec in topic_partitions.split(","):
+    for spec in java_split(topic_partitions, ","):
         m = _RULE.fullmatch(spec)
         if m is None:
             raise UsageError(f"--topic-partitions: invalid rule specification: {spec}")
@@ -139,7 +141,7 @@ def _rule_selection(topic_partitions: str) -> Selection:
             low, high = _int(m[2], "--topic-partitions", spec), None
         else:
             low = _int(m[3], "--topic-partitions", spec) if m[3] else 0
-            high = _int(m[4], "--topic-partitions", spec) if m[4] else _INT_MAX
+            high = _int(m[4], "--topic-partitions", spec) if m[4] else MAX_INT
         rules.append((pattern, low, high))
     return lambda tp: any(
         p.fullmatch(tp.topic) and (tp.partition == low if high is None else low <= tp.partition < high)
@@ -150,5 +152,5 @@ def _rule_selection(topic_partitions: str) -> Selection:
 def _topic_selection(topic: str | None, partitions: str | None) -> Selection:
     """--topic (default every topic) and --partitions (default every partition)."""
     pattern = include_list(topic if topic is not None else ".*", "--topic")
-    ids = {_int(x, "--partitions", partitions) for x in partitions.split(",")} if partitions else set()
+    ids = {_int(x, "--partitions", partitions) for x in java_split(partitions, ",")} if partitions else set()
     return lambda tp: bool(pattern.fullmatch(tp.topic)) and (not ids or tp.partition in ids)

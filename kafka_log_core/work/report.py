@@ -157,7 +157,7 @@ def retention_figures(log: PartitionLog, cfg: LogConfig, configs: ConfigSet, opt
         return dict(retention_reason=no_retention, retention_log_start_offset=log.log_start_offset)
     plan = retention.plan_retention(
         log, cfg, opts.now_ms, log_start_offset_override=override, force=True,
-        segment_rules=retention.applies_rules(cfg, configs.broker),
+        broker=configs.broker,
     )  # fmt: skip
     rules: dict[str, int] = {}
     for d in plan.deletions:

@@ -510,7 +510,7 @@ def retain_task(task: PartitionTask, configs: Configs, opts: JobOptions) -> Task
                 return
             plan = retention.plan_retention(
                 log, cfg, opts.now_ms, log_start_offset_override=override, force=opts.force,
-                segment_rules=retention.applies_rules(cfg, cs.broker),
+                broker=cs.broker,
             )  # fmt: skip
             notes += list(plan.warnings)
             rules = sorted({d.reason for d in plan.deletions})

@@ -243,3 +243,39 @@ def test_partitions_section_measures_each_job_against_its_dirty_partitions(tmp_p
             assert runs[n]["all"]["cpu_seconds"] > 0 and runs[n]["partitions_per_second"] > 0
         assert "driver_bytes_per_partition" in runs
     assert sweep["jobs"]["retain"]["60"]["all"]["statuses"] == {"skipped": 59, "deleted": 1}
+
+
+def test_noise_cleans_fresh_copies_alternating_variants_and_leaves_the_source_as_it_was(tmp_path):
+    from bench.generate import KiB, Workload, generate
+
+    source = tmp_path / "shape"
+    generate(source, Workload(partition_bytes=300 * KiB, segment_bytes=64 * KiB, tombstone_share=0.05))
+    before = {p: p.read_bytes() for p in source.rglob("*") if p.is_file()}
+    out = tmp_path / "noise.json"
+    cmd = [sys.executable, "-m", "bench.noise", str(source), "--cleans", "3", "--segment-bytes", str(1024 * KiB),
+           "--variants", "plain,synced", "--phases", "--json", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert {p: p.read_bytes() for p in source.rglob("*") if p.is_file()} == before
+    cleans = json.loads(out.read_text())
+    assert [c["variant"] for c in cleans] == ["plain", "synced", "plain"]
+    for c in cleans:
+        assert c["cpu_ms"] > 0 and c["user_ms"] >= 0 and c["minflt"] >= 0 and c["pass1_ms"] > 0, c
+        assert len(c["canaries_before_after"]) == 2 and all(
+            ms > 0 for pair in c["canaries_before_after"] for ms in pair
+        )
+
+
+def test_compact_probe_times_the_canary_before_and_after_the_clean_when_asked(tmp_path):
+    from bench.generate import KiB, MiB, Workload, generate
+
+    generate(tmp_path / "shape", Workload(partition_bytes=300 * KiB, segment_bytes=64 * KiB))
+    sets = ["--set", "cleanup.policy=compact", "--set", f"segment.bytes={MiB}"]
+    results = []
+    for extra in ((), ("--canary",)):
+        cmd = [sys.executable, "-m", "bench.probe", "compact", str(tmp_path / "shape"), *sets, *extra]
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        results.append(json.loads(proc.stdout.splitlines()[-1]))
+    assert "canary_ms" not in results[0]
+    assert len(results[1]["canary_ms"]) == 2 and all(ms > 0 for ms in results[1]["canary_ms"])

@@ -17,6 +17,7 @@ from kafka_log_core.format.legacy_records import LegacyRecord, encode_message, e
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry, encode_producer_snapshot
 from kafka_log_core.format.record_batch import Header, Record
 from kafka_log_core.log.index_builder import IndexBuilder
+from tests.metadata_build import uvarint
 from tests.tools.dump_harness import (
     E1,
     E5,
@@ -219,6 +220,7 @@ def test_matches_kafkas_dump_log_segments_on_a_partition_written_by_a_broker(kaf
         _compare_with_kafka(harness, files, args)
 
 
+@pytest.mark.broker
 def test_decoders_match_kafkas_on_the_coordinators_topics_of_a_broker(kafka_broker):
     """--offsets-decoder on __consumer_offsets and --transaction-log-decoder on __transaction_state, as
     a real broker wrote them: classic groups (a consumer's subscription and assignment decoded, commit
@@ -268,3 +270,161 @@ def test_decoders_match_kafkas_on_the_coordinators_topics_of_a_broker(kafka_brok
     _compare_with_kafka(harness, offsets_files, ["--offsets-decoder", "--skip-record-metadata"])
     dumped = run_dump("--files", ",".join(map(str, offsets_files)), "--offsets-decoder").stdout
     assert "<DELETE>" in dumped and '"groupInstanceId":"static-1"' in dumped and '"subscription":{' in dumped
+
+
+@pytest.mark.broker
+def test_offsets_decoder_matches_kafkas_on_a_consumer_groups_records(kafka_broker):
+    """--offsets-decoder on the records of the consumer group protocol (KIP-848, group.protocol=consumer),
+    as a 4.4 broker wrote them: group metadata, member metadata, target assignment and current assignment
+    (with topic ids), a regex subscription, commits, and a group deleted after its members left."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    harness = _kafka_dump()
+    broker = kafka_broker(**{"offsets.topic.num.partitions": 1})
+    for topic in ("orders", "ordinals"):
+        harness.create_topic(broker.bootstrap, topic, 3, {})
+        harness.produce(broker.bootstrap, topic, [(f"k{i}".encode(), b"v") for i in range(12)])
+    groups = (
+        ("kip848", "orders", "orders"),
+        ("regex", "^ord.*", "ordinals"),
+        ("gone", "ordinals", "ordinals"),
+    )
+    for group, subscription, committed in groups:
+        consumer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+             "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.rack": "rack-ü"}
+        )  # fmt: skip
+        consumer.subscribe([subscription])
+        for _ in range(60):
+            if consumer.poll(1.0) is not None and len(consumer.assignment()) >= 3:
+                break
+        consumer.commit(offsets=[TopicPartition(committed, 1, 5)], asynchronous=False)
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_consumer_groups(["gone"])["gone"].result(30)
+    assert broker.stop() in harness.CLEAN_EXIT_CODES
+    files = sorted((broker.log_dir / "__consumer_offsets-0").glob("*.log"))
+    _compare_with_kafka(harness, files, ["--offsets-decoder"])
+    dumped = run_dump("--files", ",".join(map(str, files)), "--offsets-decoder").stdout
+    types = set(re.findall(r'key: \{"type":"(\d+)"', dumped))
+    assert {"3", "5", "6", "7", "8", "16"} <= types, types
+    assert "<DELETE>" in dumped and '"rackId":"rack-ü"' in dumped
+
+
+# ------------------------------------------------------------------------- coordinator records built here
+def _i(fmt: str, *values: int) -> bytes:
+    return struct.pack(">" + fmt, *values)
+
+
+def _cs(text: str | None) -> bytes:  # a compact string (bytes when given bytes); None is null
+    if text is None:
+        return b"\x00"
+    data = text.encode() if isinstance(text, str) else text
+    return uvarint(len(data) + 1) + data
+
+
+def _carr(*items: bytes) -> bytes:
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+def _tags(**by_tag: bytes) -> bytes:
+    fields = sorted((int(tag[1:]), data) for tag, data in by_tag.items())
+    return uvarint(len(fields)) + b"".join(uvarint(t) + uvarint(len(d)) + d for t, d in fields)
+
+
+def _key(record_type: int, *names: str) -> bytes:
+    return _i("h", record_type) + b"".join(_i("h", len(n.encode())) + n.encode() for n in names)
+
+
+TOPIC_ID = bytes(range(1, 17))
+
+
+def newer_group_records() -> list[tuple[bytes, bytes | None]]:
+    """One or two values of each newer group record type, tagged fields set and unset, nulls where allowed."""
+    tp = TOPIC_ID + _carr(_i("i", 0), _i("i", 2)) + _tags()
+    task = _cs("0_1") + _carr(_i("i", 1)) + _tags()
+    configs = _carr(_cs("cleanup.policy") + _cs("compact") + _tags())
+    topic_info = _cs("app-store-changelog") + _i("ih", 3, 1) + configs + _tags()
+    classic = _i("i", 45000) + _carr(_cs("range") + _cs(b"\x00\x01\xff") + _tags()) + _tags()
+    values = {
+        4: _carr(TOPIC_ID + _cs("t") + _i("i", 2) + _carr(_i("i", 0) + _carr(_cs("r1"), _cs("r2")) + _tags()) + _tags())
+        + _tags(),
+        5: _cs("static-1") + _cs(None) + _cs("cid") + _cs("/10.0.0.1") + _carr() + _cs("^t.*") + _i("i", 5000)
+        + _cs(None) + _tags(t0=uvarint(1) + classic),
+        8: _i("iib", 7, 6, 2) + _carr(TOPIC_ID + _carr(_i("i", 3)) + _tags(t0=_carr(_i("i", 7)))) + _carr(tp)
+        + _tags(),
+        10: _cs("r1") + _cs("share-client") + _cs("/1.2.3.4") + _carr(_cs("a"), _cs("b")) + _tags(),
+        11: _i("iq", 5, -7) + _tags(),
+        12: _i("i", 3) + _tags(t0=_i("q", TS)),
+        13: _carr(tp) + _tags(),
+        14: _i("iib", 4, 3, 1) + _carr(tp) + _tags(),
+        15: _carr(TOPIC_ID + _cs("a") + _carr(_i("i", 0)) + _tags()) + _carr()
+        + _carr(TOPIC_ID + _cs("b") + _tags()) + _tags(),
+        17: _i("iq", 9, 123) + _tags(t0=_i("i", 2), t1=_carr(_cs("k") + _cs("v") + _tags()), t3=_i("i", -1)),
+        19: _cs(None) + _cs("rack") + _cs("streams-client") + _cs("/h") + _i("ii", 1000, 2) + _cs("proc")
+        + _i("b", 1) + _cs("host") + _i("H", 8080) + _tags() + _carr(_cs("k") + _cs("v") + _tags()) + _tags(),
+        20: _i("i", 1) + _tags(),
+        21: _carr(task) + _carr() + _carr(task, task) + _tags(),
+        22: _i("iib", 2, 1, 0) + _carr(_cs("0_0") + _carr(_i("i", 0)) + _tags(t0=_carr(_i("i", 5))))
+        + _carr(_cs("0_1") + _carr() + _tags(t0=b"\x00")) + _carr() * 4 + _tags(),
+        23: _i("i", 1) + _carr(
+            _cs("0") + _carr(_cs("src")) + _carr() + _carr(topic_info) + _carr(_cs("sink")) + _carr(topic_info)
+            + _carr(_carr(_i("h", 0)) + _carr() + _carr(_i("h", 0), _i("h", 1)) + _tags()) + _tags()
+        ) + _tags(),
+    }  # fmt: skip
+    members = {5, 7, 8, 10, 13, 14, 19, 21, 22}
+    records = [
+        (_key(t, "grp", "m-1") if t in members else _key(t, "grp"), _i("h", 0) + v) for t, v in values.items()
+    ]
+    records += [
+        (_key(17, "grp"), _i("h", 0) + _i("iq", 1, 0) + _tags(t1=b"\x00")),  # null lastAssignmentConfigs
+        (_key(19, "grp", "m-2"), _i("h", 0) + _cs("i") + _cs(None) + _cs("c") + _cs("/h") + _i("ii", 1, 1)
+         + _cs("p") + _i("b", -1) + _carr() + _tags()),  # a null userEndpoint
+        (_key(11, "grp"), None),  # a tombstone
+        (_key(9, "grp"), _i("h", 0)),  # a type no record has
+        (_key(3, "grp"), _i("h", 1) + _i("i", 1) + _tags()),  # a value version Kafka 4.4 does not know
+        (b"\x00", None),  # no room for the record type
+        (_key(11, "grp"), b"\x00"),  # nor for the value's version
+        (_i("hh", 3, -1), None),  # a null group id
+        (_key(10, "grp", "m"), _i("h", 0) + _cs("r") + _cs(None)),  # a null client id
+        (_key(10, "grp", "m"), _i("h", 0) + _cs("r") + uvarint(40_001)),  # a string longer than 32767
+    ]  # fmt: skip
+    return records
+
+
+@pytest.mark.broker
+def test_offsets_decoder_matches_kafkas_on_share_and_streams_group_records(kafka_jars, tmp_path):
+    """--offsets-decoder on records of every share and streams group type (and the consumer group types a
+    broker rarely writes) built here: Kafka's DumpLogSegments decides what they print."""
+    harness = _kafka_dump()
+    records = [Record(i, TS + i, k, v) for i, (k, v) in enumerate(newer_group_records())]
+    path = write(tmp_path, segment_name(0, ".log"), record_batch.build_batch(0, records))
+    _compare_with_kafka(harness, [path], ["--offsets-decoder"])
+
+
+def share_group_state_records() -> list[tuple[bytes, bytes | None]]:
+    """Share snapshots and updates (the delivery complete count set and left at its default), a tombstone,
+    a type and a value version Kafka 4.4 does not know."""
+
+    def key(record_type: int) -> bytes:
+        return _key(record_type, "share-grp") + TOPIC_ID + _i("i", 4)
+
+    batch = _i("qqbh", 100, 109, 2, 1) + _tags()
+    return [
+        (key(0), _i("h", 0) + _i("iiiqqq", 1, 2, 3, 100, TS, TS + 1) + _carr(batch, batch) + _tags(t0=_i("i", 7))),
+        (key(0), _i("h", 0) + _i("iiiqqq", 1, 2, 3, 100, TS, TS + 1) + _carr() + _tags()),
+        (key(1), _i("h", 0) + _i("iiq", 1, 3, 105) + _carr(batch) + _tags(t0=_i("i", -1))),
+        (key(1), None),
+        (key(2), _i("h", 0)),
+        (key(1), _i("h", 1)),
+    ]  # fmt: skip
+
+
+@pytest.mark.broker
+def test_share_group_state_decoder_matches_kafkas(kafka_jars, tmp_path):
+    harness = _kafka_dump()
+    records = [Record(i, TS + i, k, v) for i, (k, v) in enumerate(share_group_state_records())]
+    path = write(tmp_path, segment_name(0, ".log"), record_batch.build_batch(0, records))
+    _compare_with_kafka(harness, [path], ["--share-group-state-decoder"])
+    _compare_with_kafka(harness, [path], ["--share-group-state-decoder", "--transaction-log-decoder"])

@@ -231,9 +231,7 @@ def test_delete_records_on_a_compact_delete_topic_with_the_cleaner_disabled_dele
     config, broker = cfg(COMPACT | DELETE), BrokerConfig(log_cleaner_enable=False)
     assert retention.no_retention_reason(config, broker, None) is not None
     assert retention.no_retention_reason(config, broker, 7) is None
-    result = run(
-        tmp_path, config, log_start_offset_override=7, segment_rules=retention.applies_rules(config, broker)
-    )
+    result = run(tmp_path, config, log_start_offset_override=7, broker=broker)
     assert result.plan.deletions == () and result.new_log_start_offset == 7
     assert "no segment is deleted" in result.plan.warnings[0]
     assert checkpoints.read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {TP: 7}

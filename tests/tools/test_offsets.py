@@ -106,6 +106,12 @@ def test_partitions_are_chosen_as_kafka_get_offsets_chooses_them(tmp_path):
     assert lines("--topic-partitions", "a:1-,b") == ["a:1", "a:2", "b:0"]
     assert lines("--topic-partitions", ":-1") == ["__consumer_offsets:0", "a:0", "b:0"]
     assert lines("--topic-partitions", "a:1", "--exclude-internal-topics") == ["a:1"]
+    # Integer.parseInt takes a sign, leading zeros past ten digits and Unicode digits; String.split drops
+    # trailing empty parts (an empty rule in the middle is the rule ":", every partition of every topic)
+    assert lines("--topic", "a", "--partitions", "+00000000002,\u0661,") == ["a:1", "a:2"]
+    assert lines("--topic", "b", "--partitions", ",") == ["b:0"]
+    assert lines("--topic-partitions", "a:00000000001,") == ["a:1"]
+    assert lines("--topic-partitions", "b,,a:9") == ["__consumer_offsets:0", "a:0", "a:1", "a:2", "b:0"]
     for bad in (["--topic-partitions", "a", "--topic", "a"], ["--partitions", "x"], ["--topic", "("]):
         refused = CliRunner().invoke(main, ["offsets", "--log-dir", str(tmp_path), *bad])
         assert refused.exit_code == 2 and "Traceback" not in refused.output, bad
@@ -131,6 +137,8 @@ def test_offsets_print_what_kafka_get_offsets_prints(kafka_broker, tmp_path):
         ["--topic", "times,other", "--partitions", "1,10,11", "--time", "-3"],
         ["--topic-partitions", "times:2-5,ti.*:10-", "--time", "-2"],
         ["--topic-partitions", ":-2", "--exclude-internal-topics"],
+        ["--topic", "times", "--partitions", "+00000000002,1,", "--time", "-2"],
+        ["--topic-partitions", "times:00000000003-0000000000005,", "--time", "-1"],
     ]
     theirs = {}
     for args in runs:
