@@ -6,9 +6,11 @@ system time apart, minor and major page faults, voluntary and involuntary contex
 (``/proc/self/sched``), garbage collections, the pass-1 phases the sweep records (``--phases``), what the
 rest of the machine ran meanwhile (both cores' busy time from ``/proc/stat`` less ours) and the steal time,
 the dirty and under-writeback pages at its start and the KiB written out during it (``/proc/vmstat``), and
-two canaries timed just before and just after the clean, which say how fast the machine was at that
-moment whatever our code does: a fixed chain of register arithmetic (the core's speed) and a fixed pointer
-chase over 32 MiB (the caches' and memory's).
+three canaries timed just before and just after the clean, which say how fast the machine was at that
+moment whatever our code does: a dependent chain of register arithmetic (the core's latency), a pointer
+chase over 32 MiB (the caches' and memory's) and independent vector arithmetic over 256 KiB (the core's
+throughput: the one that halves when another guest runs on the physical core's other hyperthread, and our
+cleans with it; docs/benchmark.md, session 9).
 
 ``--trace SECONDS`` runs the canaries alone, back to back, and prints how their times spread.
 
@@ -227,7 +229,7 @@ def _line(r: dict) -> str:
 
 def trace(seconds: float) -> None:
     """The three canaries alone, back to back: how the machine's speed moves with nothing of ours running."""
-    nxt, wide = _chase_cycle(_CHASE_SLOTS), np.arange(_WIDE_WORDS, dtype=np.uint64)
+    nxt, wide = _chase_cycle(_CHASE_SLOTS), _wide_words()
     _canaries(nxt, wide)
     end, rows = time.monotonic() + seconds, []
     while time.monotonic() < end:
@@ -237,7 +239,7 @@ def trace(seconds: float) -> None:
         v = [r[i] for r in rows]
         slow = sum(x > 1.3 * min(v) for x in v) / len(v)
         print(f"{name}: {len(v)} samples, min {min(v):.2f} ms, median {statistics.median(v):.2f}, "
-              f"p95 {statistics.quantiles(v, n=20)[-1]:.2f}, max {max(v):.2f}; over 1.3x the min: {slow:.0%}")  # fmt: skip
+              f"p95 {statistics.quantiles(v, n=20, method='inclusive')[-1]:.2f}, max {max(v):.2f}; over 1.3x the min: {slow:.0%}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     now_ms = int(time.time() * 1000)
     map_bytes = config.dedupe_map_slots(load_config(None, [], [], sets).broker) * OFFSET_MAP_ENTRY_BYTES
     nxt = _chase_cycle(_CHASE_SLOTS)
-    wide = np.arange(_WIDE_WORDS, dtype=np.uint64)
+    wide = _wide_words()
     _canaries(nxt, wide)
     _warm_compaction(sets)
     _clean_a_copy(args.log_dir, sets, now_ms)

@@ -63,7 +63,7 @@ def _decompress_all(buf, rows, codecs, dst):
         pos, size, codec = rows[i, 0], rows[i, 1], rows[i, 2]
         start, end = pos + HEADER_SIZE, pos + size
         if codec == _LZ4:
-            status, out = codec_kernels.lz4_frame(buf, start, end, dst, 0, dst.shape[0])
+            status, out = codec_kernels.lz4_frame(codecs, buf, start, end, dst, 0, dst.shape[0])
         elif codec == _ZSTD:
             status, out = codec_kernels.zstd_frames(codecs, buf, start, end, dst, 0, dst.shape[0])
         elif codec == _SNAPPY:

@@ -525,7 +525,9 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
     """Each shape cleaned ``plan.sweep_repeat`` times by each side, alternately (ours, then Kafka's, shape
     by shape, round by round), each time on a fresh copy of the same bytes; each side's figure is the
     median of its runs (CPU and wall time apart), so a moment of the machine's load moves one run of each
-    side, not the ratio. The records kept are compared (digests) on the first round."""
+    side, not the ratio; and each round's ratio is taken too, with their median (``_paired_ratios``), which
+    keeps out phases of the machine longer than a round. The records kept are compared (digests) on the
+    first round."""
     shapes = sweep_workloads(plan)
     data = sweep_data(plan, work)
     if plan.sweep_canary:
@@ -554,7 +556,12 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
     report.sections["sweep"] = {"status": "ok", "repeat": plan.sweep_repeat, "shapes": results}
     compared = {n: r for n, r in results.items() if "ours_vs_kafka" in r}
     if compared:
-        for measure, key in (("", "ours_vs_kafka"), ("_wall", "ours_vs_kafka_wall")):
+        for measure, key in (
+            ("", "ours_vs_kafka"),
+            ("_wall", "ours_vs_kafka_wall"),
+            ("_paired", "ours_vs_kafka_paired"),
+            ("_wall_paired", "ours_vs_kafka_wall_paired"),
+        ):
             for kind, packed in (("uncompressed", False), ("compressed", True)):
                 ratios = [r[key] for r in compared.values() if key in r and compressed_shape(r) == packed]
                 if ratios:
@@ -602,6 +609,7 @@ def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs
         r["ours_vs_kafka"] = r["ours_mb_per_cpu_s"] / r["kafka_mb_per_cpu_s"]
     if kafka_wall:  # wall time of the work: Kafka's cleaner as it prints it, ours as measured
         r["ours_vs_kafka_wall"] = kafka_wall / ours["seconds"]
+    r.update(_paired_ratios(ours_runs, kafka_runs, walls))
     # the same records: the counts both cleaners report, and the records themselves (bench.kept)
     r["same_records_kept"] = (
         len(kept_after) == 1
@@ -618,6 +626,25 @@ def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs
                            k["start_messages"], cpu_seconds=k["cleaner_thread_cpu_seconds"],
                            note="cleaner thread CPU; seconds from the rate Kafka prints"))  # fmt: skip
     return r
+
+
+def _paired_ratios(ours_runs: list[dict], kafka_runs: list[dict], kafka_walls: list[float]) -> dict:
+    """Each round's ratio (Kafka's clean over ours of the same shape, seconds apart), and their median (the
+    lower middle one of an even count): ``ours_vs_kafka_paired`` per CPU-second, ``..._wall_paired`` in wall
+    time. The machine's speed moves in phases of seconds to minutes (another guest on our physical core:
+    docs/benchmark.md, "Session 9: the slow group of cleans"); a phase that slows one side's clean of a round
+    slows the other's beside it, so a round's ratio keeps less of it than the ratio of each side's median."""
+    pairs = {"cpu": [], "wall": []}
+    for o, k, wall in zip(ours_runs, kafka_runs, kafka_walls, strict=True):
+        if k["cleaner_thread_cpu_seconds"]:
+            pairs["cpu"].append(k["cleaner_thread_cpu_seconds"] / o["cpu_seconds"])
+        if wall:
+            pairs["wall"].append(wall / o["seconds"])
+    out: dict = {"round_ratios": pairs}
+    for measure, key in (("cpu", "ours_vs_kafka_paired"), ("wall", "ours_vs_kafka_wall_paired")):
+        if pairs[measure]:
+            out[key] = sorted(pairs[measure])[(len(pairs[measure]) - 1) // 2]
+    return out
 
 
 def _canary(run: dict) -> dict:

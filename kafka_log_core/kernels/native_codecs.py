@@ -3,7 +3,8 @@
 The libraries are the ones the codec packages we depend on ship in their wheels (never the OS's):
 libzstd inside ``zstandard``'s cffi module (``ZSTD_decompressDCtx``, ``ZSTD_compress2``), lz4 inside
 ``lz4.block``'s extension (``LZ4_compress_fast_continue`` on a freshly reset stream, which is what
-``lz4.block.compress`` calls: the same bytes as our Python writer), libdeflate inside ``deflate``'s
+``lz4.block.compress`` calls: the same bytes as our Python writer; ``LZ4_decompress_safe`` for the
+blocks of a frame, what ``lz4.block.decompress`` calls), libdeflate inside ``deflate``'s
 (gzip members, one-shot: faster than zlib on batch-sized data, and bounded by the room it is given; its
 level-6 output is other bytes than zlib's for the same records). Their addresses, and one zstd context of each kind
 per thread, travel into the kernels as the ``CODECS`` int64 array (``C_*`` slots; 0: not available,
@@ -32,7 +33,8 @@ C_ZSTD_DECOMPRESS, C_ZSTD_DCTX, C_ZSTD_COMPRESS, C_ZSTD_CCTX, C_LZ4_COMPRESS, C_
     range(7)
 )
 C_GZIP_DECOMPRESS, C_GZIP_DSTATE, C_GZIP_COMPRESS, C_GZIP_CSTATE, C_GZIP_BOUND = range(7, 12)
-CODEC_SLOTS = 12
+C_LZ4_DECOMPRESS = 12
+CODEC_SLOTS = 13
 GZIP_OK, GZIP_NO_ROOM = 0, 3  # libdeflate_result: LIBDEFLATE_SUCCESS, LIBDEFLATE_INSUFFICIENT_SPACE
 ZSTD_DST_TOO_SMALL = 70  # ZSTD_error_dstSize_tooSmall: ``-(result)`` of a call whose output did not fit
 ZSTD_MAX_ERROR = 120  # results above ``2**64 - ZSTD_MAX_ERROR`` are error codes (ZSTD_isError)
@@ -75,6 +77,8 @@ def _caller(result_bits: int, arg_bits: tuple[int, ...]):
 call_sized = _caller(64, (64, 64, 64, 64, 64))
 # int LZ4_compress_fast_continue(LZ4_stream_t*, const char *src, char *dst, int size, int capacity, int acceleration)
 call_lz4 = _caller(32, (64, 64, 64, 32, 32, 32))
+# int LZ4_decompress_safe(const char *src, char *dst, int size, int capacity)
+call_lz4_block = _caller(32, (64, 64, 32, 32))
 # void LZ4_resetStream(LZ4_stream_t*)
 call_void = _caller(0, (64,))
 # enum libdeflate_result libdeflate_gzip_decompress_ex(d*, const void *in, size_t in_size, void *out,
@@ -128,7 +132,8 @@ def _gzip_library() -> ctypes.CDLL | None:
 
 def _lz4_library() -> ctypes.CDLL | None:
     return _module_library(
-        "lz4.block._block", ("LZ4_compress_fast_continue", "LZ4_resetStream", "LZ4_sizeofState")
+        "lz4.block._block",
+        ("LZ4_compress_fast_continue", "LZ4_resetStream", "LZ4_sizeofState", "LZ4_decompress_safe"),
     )
 
 
@@ -169,6 +174,7 @@ def _new_table() -> tuple[np.ndarray, np.ndarray]:
         table[C_LZ4_COMPRESS] = _address(lz4, "LZ4_compress_fast_continue")
         table[C_LZ4_RESET] = _address(lz4, "LZ4_resetStream")
         table[C_LZ4_STATE] = state.ctypes.data
+        table[C_LZ4_DECOMPRESS] = _address(lz4, "LZ4_decompress_safe")
     gzip = _LIBS["gzip"]
     if gzip is not None:
         inflater = gzip.libdeflate_alloc_decompressor()

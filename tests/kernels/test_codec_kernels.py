@@ -101,6 +101,67 @@ def test_without_the_libraries_every_batch_goes_back_to_python():
     assert status == codec_kernels.LZ4_NOT_MINE
 
 
+def _lz4_decoded(codecs, frame: bytes, limit: int) -> tuple[int, bytes]:
+    src = np.frombuffer(frame, dtype=np.uint8)
+    dst = np.zeros(3 + limit + codec_kernels.LZ4_MAX_BLOCK, dtype=np.uint8)
+    status, end = codec_kernels.lz4_frame(codecs, src, 0, src.shape[0], dst, 3, limit)
+    return status, dst[3:end].tobytes() if status == codec_kernels.LZ4_OK else b""
+
+
+def _without_lz4_decoder(codecs):
+    table = codecs.copy()
+    table[native_codecs.C_LZ4_DECOMPRESS] = 0
+    return table
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_lz4_frames_decoded_by_the_wheels_block_decoder_and_by_ours_equal_the_readable_reader(
+    codecs, pattern
+):
+    assert codecs[native_codecs.C_LZ4_DECOMPRESS], "the lz4 wheel must export LZ4_decompress_safe"
+    ours = _without_lz4_decoder(codecs)
+    rng = np.random.default_rng(13)
+    for n in SIZES:
+        data = PATTERNS[pattern](rng, n).tobytes()
+        frame = compression.compress(compression.LZ4, data)
+        assert _lz4_decoded(codecs, frame, n) == _lz4_decoded(ours, frame, n) == (codec_kernels.LZ4_OK, data)
+        assert compression.decompress(compression.LZ4, frame) == data
+        if n:  # one byte short of the limit: neither decoder takes it
+            assert _lz4_decoded(codecs, frame, n - 1)[0] == codec_kernels.LZ4_NOT_MINE
+            assert _lz4_decoded(ours, frame, n - 1)[0] == codec_kernels.LZ4_NOT_MINE
+
+
+def test_corrupt_lz4_frames_are_taken_as_before_or_as_the_readable_reader_takes_them(codecs):
+    ours = _without_lz4_decoder(codecs)
+    rng = np.random.default_rng(14)
+    data = PATTERNS["repeated text"](rng, 150_000).tobytes() + PATTERNS["few symbols"](rng, 50_000).tobytes()
+    frame = compression.compress(compression.LZ4, data)
+    differed = 0
+    for _ in range(300):
+        bad = bytearray(frame)
+        for at in rng.integers(7, len(bad), int(rng.integers(1, 4))):
+            bad[at] ^= int(rng.integers(1, 256))
+        taken, before = _lz4_decoded(codecs, bytes(bad), len(data)), _lz4_decoded(ours, bytes(bad), len(data))
+        if (
+            taken != before
+        ):  # a flip made a match at offset 0: left to the readable reader before, which takes it
+            differed += 1
+            assert taken[0] == codec_kernels.LZ4_OK and before[0] == codec_kernels.LZ4_NOT_MINE
+            assert len(compression.decompress(compression.LZ4, bytes(bad), limit=len(data))) == len(taken[1])
+    assert differed < 3
+
+
+def test_an_lz4_match_at_offset_zero_is_taken_by_the_wheels_decoder_as_the_readable_reader_takes_it(codecs):
+    # literals, a match 0 bytes back (no LZ4 writer makes one), the last literals: ours refuses it, the
+    # wheel's LZ4_decompress_safe takes it, as lz4.block.decompress in the readable reader does
+    block = bytes([0x80]) + b"ABCDEFGH" + bytes([0, 0]) + bytes([0x50]) + b"12345"
+    frame = compression.lz4_frame_header(2) + len(block).to_bytes(4, "little") + block + bytes(4)
+    assert _lz4_decoded(_without_lz4_decoder(codecs), frame, 100)[0] == codec_kernels.LZ4_NOT_MINE
+    status, decoded = _lz4_decoded(codecs, frame, 100)
+    assert status == codec_kernels.LZ4_OK and len(decoded) == 17
+    assert len(compression.decompress(compression.LZ4, frame)) == 17
+
+
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_snappy_written_in_the_kernel_is_the_bytes_cramjam_and_the_readable_writer_write(codecs, pattern):
     rng = np.random.default_rng(11)
