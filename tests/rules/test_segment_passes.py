@@ -64,6 +64,26 @@ def test_crc32c_kernels_agree_with_the_crc32c_package(data, start):
         assert crc32c_kernels.crc32c_sse42(arr, start, len(data) - start) == want
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    block=st.sampled_from(crc32c_kernels.CRC_BLOCKS),
+    blocks=st.integers(0, 7),
+    extra=st.integers(-9, 9),
+    start=st.integers(0, 15),
+)
+def test_crc32c_of_lengths_at_the_interleaved_block_edges_equals_the_crc32c_package(
+    seed, block, blocks, extra, start
+):
+    # the hardware kernel runs three registers over three blocks of each CRC_BLOCKS length and joins them
+    n = max(0, block * blocks + extra)
+    data = random.Random(seed).randbytes(start + n)
+    want = crc32c.crc32c(data[start:])
+    assert crc32c_kernels.crc32c_table(fields.as_bytes(data), start, n) == want
+    if crc32c_kernels.HARDWARE_CRC32C:
+        assert crc32c_kernels.crc32c_sse42(fields.as_bytes(data), start, n) == want
+
+
 def test_crc32c_known_vectors():
     # Format spec §1: CRC32C("123456789") = E3069283; Kafka's own test value CRC32C("Some String").
     for data, want in ((b"123456789", 0xE3069283), (b"Some String", 608512271), (b"", 0)):
