@@ -386,6 +386,21 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
+PORT_ATTEMPTS = 3
+_ADDRESS_IN_USE = "Address already in use"
+
+
+def _ports_free(*ports: int) -> bool:
+    """Whether each port can be bound on 127.0.0.1 now."""
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
 def _port_answers(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
         return True
@@ -427,6 +442,7 @@ class KafkaBroker:
         free = _free_ports(2)
         self.port = port if port is not None else free[0]
         self.controller_port = controller_port if controller_port is not None else free[1]
+        self._ports_chosen = port is None and controller_port is None
         if self.port == self.controller_port:
             raise BrokerHarnessError(f"broker and controller ports are both {self.port}")
         self.server_props = {
@@ -516,7 +532,23 @@ class KafkaBroker:
             )
 
     def start(self, timeout: float = 90.0) -> KafkaBroker:
-        """Format if needed, start the JVM and wait until the broker answers a metadata request."""
+        """Format if needed, start the JVM and wait until the broker answers a metadata request. Ports the
+        harness chose are chosen again before a first start that finds one taken, and after a first start
+        that could not bind (another process, e.g. a client connection's ephemeral port, took it since)."""
+        may_move = self._ports_chosen and not self.start_seconds
+        if may_move and not _ports_free(self.port, self.controller_port):
+            self.port, self.controller_port = _free_ports(2)
+        attempts = 1
+        while True:
+            try:
+                return self._start(timeout)
+            except BrokerHarnessError as e:
+                if not may_move or _ADDRESS_IN_USE not in str(e) or attempts == PORT_ATTEMPTS:
+                    raise
+            attempts += 1
+            self.port, self.controller_port = _free_ports(2)
+
+    def _start(self, timeout: float) -> KafkaBroker:
         if self.running:
             raise BrokerHarnessError(f"broker on {self.bootstrap} is already running")
         started = time.monotonic()
