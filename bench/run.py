@@ -502,6 +502,11 @@ def sweep_data(plan: Plan, work: Path) -> dict[str, Manifest]:
     return out
 
 
+def _lower_median(values: list[float]) -> float:
+    """The median of ``values`` (the lower middle one of an even count)."""
+    return sorted(values)[(len(values) - 1) // 2]
+
+
 def _median_run(runs: list[dict], key: str) -> dict:
     """The run whose ``key`` is the median (the lower middle one of an even count)."""
     ordered = sorted(runs, key=lambda r: r[key] if r[key] is not None else math.inf)
@@ -581,7 +586,7 @@ def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs
     ours = {**_median_run(ours_runs, "cpu_seconds"), "seconds": _median_run(ours_runs, "seconds")["seconds"]}
     ours["kept"] = ours_runs[0]["kept"]
     ours["phases_cpu_seconds"] = {
-        k: sorted(r["phases_cpu_seconds"][k] for r in ours_runs)[(len(ours_runs) - 1) // 2]
+        k: _lower_median([r["phases_cpu_seconds"][k] for r in ours_runs])
         for k in ours_runs[0].get("phases_cpu_seconds", {})
     }
     p = m.partitions[0]
@@ -604,7 +609,7 @@ def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs
     k = dict(_median_run(kafka_runs, "cleaner_thread_cpu_seconds"))
     k["kept"] = kafka_runs[0]["kept"]
     walls = [run.get("seconds_from_rate") or run["seconds_printed"] for run in kafka_runs]
-    kafka_wall = sorted(walls)[(len(walls) - 1) // 2]
+    kafka_wall = _lower_median(walls)
     r["kafka"] = k
     r["kafka_runs"] = [{"cpu_seconds": run["cleaner_thread_cpu_seconds"], "seconds": wall, **_canary(run)}
                        for run, wall in zip(kafka_runs, walls, strict=True)]  # fmt: skip
@@ -647,13 +652,12 @@ def _paired_ratios(ours_runs: list[dict], kafka_runs: list[dict], kafka_walls: l
     out: dict = {"round_ratios": pairs}
     for measure, key in (("cpu", "ours_vs_kafka_paired"), ("wall", "ours_vs_kafka_wall_paired")):
         if pairs[measure]:
-            out[key] = sorted(pairs[measure])[(len(pairs[measure]) - 1) // 2]
+            out[key] = _lower_median(pairs[measure])
     return out
 
 
-QUIET_CANARY = (
-    1.3  # a clean counts as quiet when the canary before and after it is within this of the fastest
-)
+# a clean counts as quiet when the canary before and after it is within this of the fastest
+QUIET_CANARY = 1.3
 
 
 def _quiet_ratios(results: dict[str, dict]) -> float | None:
@@ -668,15 +672,18 @@ def _quiet_ratios(results: dict[str, dict]) -> float | None:
         return None
     floor = min(readings)
 
+    def is_quiet(run: dict) -> bool:
+        return max(run.get("canary_ms", [math.inf])) <= QUIET_CANARY * floor
+
     def quiet(runs: list[dict], key: str) -> float | None:
-        kept = sorted(run[key] for run in runs if run.get(key) and max(run.get("canary_ms", [math.inf]))
-                      <= QUIET_CANARY * floor)  # fmt: skip
-        return kept[(len(kept) - 1) // 2] if kept else None
+        kept = [run[key] for run in runs if run.get(key) and is_quiet(run)]
+        return _lower_median(kept) if kept else None
 
     for r in results.values():
         ours, kafka = r.get("ours_runs", []), r.get("kafka_runs", [])
-        r["quiet_cleans"] = {side: sum(max(run.get("canary_ms", [math.inf])) <= QUIET_CANARY * floor for run in runs)
-                             for side, runs in (("ours", ours), ("kafka", kafka))}  # fmt: skip
+        r["quiet_cleans"] = {
+            side: sum(map(is_quiet, runs)) for side, runs in (("ours", ours), ("kafka", kafka))
+        }
         for measure, key in (("cpu_seconds", "ours_vs_kafka_quiet"), ("seconds", "ours_vs_kafka_wall_quiet")):
             mine, theirs = quiet(ours, measure), quiet(kafka, measure)
             if mine and theirs:
