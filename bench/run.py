@@ -59,8 +59,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench import gate, skew
 from bench import partitions as partitions_section
-from bench import skew
 from bench import split as split_section
 from bench import tables as tables_section
 from bench.generate import GiB, Manifest, MiB, PartitionManifest, Workload, generate
@@ -97,8 +97,11 @@ class Plan:
     sweep_warmup_bytes: int = 4 * MiB
     sweep_repeat: int = 5  # each shape cleaned this many times by each side, alternately; medians
     # the wide canary (bench.noise) timed just before and after each clean of either side, kept beside each
-    # run in the JSON: which cleans ran on a core whose sibling was busy (docs/benchmark.md, session 9)
+    # run in the JSON: which cleans ran on a core whose sibling was busy (docs/benchmark.md, session 9); a
+    # clean whose canary reads slow is redone on a fresh copy (bench.gate)
     sweep_canary: bool = False
+    # with the gate: fresh copies of each shape on Kafka's side beyond one per round, for its redone cleans
+    sweep_kafka_spares_per_round: int = 2
 
 
 FULL = Plan(
@@ -526,33 +529,67 @@ def _ours_once(name: str, w: Workload, m: Manifest, work: Path, digest: bool, ca
     return ours
 
 
+def _kafka_once(kafka, topic: str, m: Manifest, digest: bool, canary: bool) -> dict:
+    before = wide_canary_ms() if canary else None
+    k = kafka.clean(topic, m.cleanable_bytes, digest=digest)
+    if before is not None:
+        k["canary_ms"] = [before, wide_canary_ms()]
+    return k
+
+
 def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
     """Each shape cleaned ``plan.sweep_repeat`` times by each side, alternately (ours, then Kafka's, shape
     by shape, round by round), each time on a fresh copy of the same bytes; each side's figure is the
     median of its runs (CPU and wall time apart), so a moment of the machine's load moves one run of each
     side, not the ratio; and each round's ratio is taken too, with their median (``_paired_ratios``), which
     keeps out phases of the machine longer than a round. The records kept are compared (digests) on the
-    first round."""
+    first round. With ``plan.sweep_canary`` every clean of either side is gated on the wide canary
+    (``bench.gate``): one that read slow is redone on a fresh copy (Kafka's: a spare topic of the shape),
+    the last try kept; the discarded tries stay in the JSON beside the kept ones."""
     shapes = sweep_workloads(plan)
     data = sweep_data(plan, work)
+    calibration: list[float] = []
+    floor = math.inf
     if plan.sweep_canary:
         wide_canary_ms()  # compiled (or loaded from numba's cache) before anything is measured
+        calibration = gate.calibrate(wide_canary_ms)
+        floor = min(calibration)
+        log(f"sweep: canary floor {floor:.2f} ms at the start ({len(calibration)} readings)")
     ours_runs: dict[str, list[dict]] = {name: [] for name in shapes}
     kafka_runs: dict[str, list[dict]] = {name: [] for name in shapes}
+    discarded: dict[str, dict[str, list[dict]]] = {name: {"ours": [], "kafka": []} for name in shapes}
     with _sweep_kafka(report, plan, data, work, skip) as kafka:
+        spares = {name: _kafka_spares(plan, name) for name in shapes}
         for turn in range(plan.sweep_repeat):
             for name, w in shapes.items():
                 m = data[name]
                 log(f"sweep {name} ({turn + 1}/{plan.sweep_repeat}): {m.partitions[0].batches} batches, "
                     f"{m.cleanable_bytes / 1e6:.0f} MB")  # fmt: skip
-                ours_runs[name].append(_ours_once(name, w, m, work, turn == 0, plan.sweep_canary))
+
+                def ours(_try: int, name=name, w=w, m=m, turn=turn) -> dict:
+                    return _ours_once(name, w, m, work, turn == 0, plan.sweep_canary)
+
+                def theirs(i: int, name=name, m=m, turn=turn) -> dict:
+                    topic = _kafka_topic(name, turn) if i == 0 else spares[name].pop(0)
+                    return _kafka_once(kafka, topic, m, turn == 0, plan.sweep_canary)
+
+                sides = [("ours", ours, ours_runs, gate.EXTRA_TRIES)]
                 if kafka is not None:
-                    before = wide_canary_ms() if plan.sweep_canary else None
-                    k = kafka.clean(_kafka_topic(name, turn), m.cleanable_bytes, digest=turn == 0)
-                    if before is not None:
-                        k["canary_ms"] = [before, wide_canary_ms()]
-                    kafka_runs[name].append(k)
-                    log(f"kafka: {name}: {k['cleaner_thread_cpu_seconds'] or 0:.3f} CPU-s, ours "
+                    sides.append(("kafka", theirs, kafka_runs, min(gate.EXTRA_TRIES, len(spares[name]))))
+                for side, attempt, kept, extra in sides:
+                    if not plan.sweep_canary:
+                        kept[name].append(attempt(0))
+                        continue
+                    attempts, floor = gate.gated(attempt, 1 + extra, floor)
+                    for a in attempts:
+                        a["round"] = turn
+                    kept[name].append(attempts[-1])
+                    discarded[name][side] += attempts[:-1]
+                    if len(attempts) > 1:
+                        log(f"sweep {name}: {side} redone {len(attempts) - 1}x (canaries "
+                            f"{[[round(ms, 1) for ms in a['canary_ms']] for a in attempts]}, floor {floor:.2f} ms)")  # fmt: skip
+                if kafka is not None:
+                    log(f"kafka: {name}: {kafka_runs[name][-1]['cleaner_thread_cpu_seconds'] or 0:.3f} CPU-s, ours "
                         f"{ours_runs[name][-1]['cpu_seconds']:.3f}")  # fmt: skip
     if kafka is not None:
         report.sections["sweep_kafka_broker"] = kafka.info
@@ -560,7 +597,13 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
                for name in shapes}  # fmt: skip
     report.sections["sweep"] = {"status": "ok", "repeat": plan.sweep_repeat, "shapes": results}
     if plan.sweep_canary:
-        report.sections["sweep"]["canary_floor_ms"] = _quiet_ratios(results)
+        for name, r in results.items():
+            _gate_result(r, discarded[name], spares[name] if kafka is not None else None)
+        report.sections["sweep"]["gate"] = {
+            "quiet_canary": gate.QUIET_CANARY, "extra_tries": gate.EXTRA_TRIES, "calibration_ms": calibration,
+            "floor_ms_at_start": min(calibration), "kafka_spares_per_shape": _spare_count(plan) if kafka is not None else 0,
+        }  # fmt: skip
+        report.sections["sweep"]["canary_floor_ms"] = _quiet_ratios(results, floor)
     compared = {n: r for n, r in results.items() if "ours_vs_kafka" in r}
     if compared:
         for measure, key in (
@@ -580,6 +623,19 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         )
 
 
+def _gate_result(r: dict, discarded: dict[str, list[dict]], spares_left: list[str] | None) -> None:
+    """The gate's account of one shape: each side's discarded tries (their times and canaries), how many of
+    its cleans were redone, and how many never read quiet (kept all the same, the last try)."""
+    r["discarded_runs"] = {side: [_run_figures(run) for run in runs] for side, runs in discarded.items()}
+    for side in ("ours", "kafka"):
+        kept = r.get(f"{side}_runs", [])
+        r.setdefault("redone_cleans", {})[side] = sum(run.get("try", 0) > 0 for run in kept)
+        r.setdefault("extra_tries", {})[side] = sum(run.get("try", 0) for run in kept)
+        r.setdefault("cleans_never_quiet", {})[side] = sum(not run.get("quiet_try", True) for run in kept)
+    if spares_left is not None:
+        r["kafka_spares_left"] = len(spares_left)
+
+
 def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs: list[dict],
                   kafka_runs: list[dict]) -> dict:  # fmt: skip
     """One shape's figures: each side's median run (CPU and wall apart), every run's figures beside it."""
@@ -594,8 +650,7 @@ def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs
         "workload": dataclasses.asdict(w), "input_bytes": m.cleanable_bytes, "batches": p.batches,
         "records": p.records, "records_per_batch": p.records / p.batches, "cleanable_records": p.cleanable_records,
         "ours": ours, "ours_mb_per_cpu_s": m.cleanable_bytes / ours["cpu_seconds"] / 1e6,
-        "ours_runs": [{"cpu_seconds": o["cpu_seconds"], "seconds": o["seconds"],
-                       "first_clean_cpu_seconds": o.get("warm_copy_cpu_seconds"), **_canary(o)} for o in ours_runs],
+        "ours_runs": [_run_figures(o) for o in ours_runs],
     }  # fmt: skip
     row = ours["rows"][0]
     report.rows.append(Row("sweep", f"sweep {name}: ours", m.cleanable_bytes, ours["seconds"], row["records_before"],
@@ -608,11 +663,10 @@ def _sweep_result(report: Report, name: str, w: Workload, m: Manifest, ours_runs
         return r
     k = dict(_median_run(kafka_runs, "cleaner_thread_cpu_seconds"))
     k["kept"] = kafka_runs[0]["kept"]
-    walls = [run.get("seconds_from_rate") or run["seconds_printed"] for run in kafka_runs]
+    walls = [_kafka_wall(run) for run in kafka_runs]
     kafka_wall = _lower_median(walls)
     r["kafka"] = k
-    r["kafka_runs"] = [{"cpu_seconds": run["cleaner_thread_cpu_seconds"], "seconds": wall, **_canary(run)}
-                       for run, wall in zip(kafka_runs, walls, strict=True)]  # fmt: skip
+    r["kafka_runs"] = [_run_figures(run) for run in kafka_runs]
     if k["cleaner_thread_cpu_seconds"]:
         r["kafka_mb_per_cpu_s"] = r["input_bytes"] / k["cleaner_thread_cpu_seconds"] / 1e6
         r["ours_vs_kafka"] = r["ours_mb_per_cpu_s"] / r["kafka_mb_per_cpu_s"]
@@ -656,24 +710,16 @@ def _paired_ratios(ours_runs: list[dict], kafka_runs: list[dict], kafka_walls: l
     return out
 
 
-# a clean counts as quiet when the canary before and after it is within this of the fastest
-QUIET_CANARY = 1.3
-
-
-def _quiet_ratios(results: dict[str, dict]) -> float | None:
+def _quiet_ratios(results: dict[str, dict], floor: float) -> float:
     """With the canary taken (``--sweep-canary``): each side's median over its quiet cleans only (the wide
-    canary before and after the clean within ``QUIET_CANARY`` of the fastest canary of the whole sweep, so
-    the core had no busy sibling: docs/benchmark.md, "Session 9: the slow group of cleans"), and their
-    ratio, ``ours_vs_kafka_quiet`` (per CPU-second) and ``ours_vs_kafka_wall_quiet``, beside the shape's
-    other figures; a side with no quiet clean of a shape gives none. Returns the fastest canary (ms)."""
-    readings = [ms for r in results.values() for run in r.get("ours_runs", []) + r.get("kafka_runs", [])
-                for ms in run.get("canary_ms", ())]  # fmt: skip
-    if not readings:
-        return None
-    floor = min(readings)
+    canary before and after the clean within ``gate.QUIET_CANARY`` of ``floor``, the fastest reading of the
+    whole sweep, so the core had no busy sibling: docs/benchmark.md, "Session 9: the slow group of cleans"),
+    and their ratio, ``ours_vs_kafka_quiet`` (per CPU-second) and ``ours_vs_kafka_wall_quiet``, beside the
+    shape's other figures; a side with no quiet clean of a shape gives none. Only kept cleans count (the
+    gate's discarded tries do not), judged again against the final floor. Returns the floor (ms)."""
 
     def is_quiet(run: dict) -> bool:
-        return max(run.get("canary_ms", [math.inf])) <= QUIET_CANARY * floor
+        return not gate.is_slow(run.get("canary_ms", [math.inf]), floor)
 
     def quiet(runs: list[dict], key: str) -> float | None:
         kept = [run[key] for run in runs if run.get(key) and is_quiet(run)]
@@ -691,9 +737,36 @@ def _quiet_ratios(results: dict[str, dict]) -> float | None:
     return floor
 
 
-def _canary(run: dict) -> dict:
-    """The canary's CPU ms before and after a clean, where the sweep took it (``--sweep-canary``)."""
-    return {"canary_ms": run["canary_ms"]} if "canary_ms" in run else {}
+_GATE_MARKS = ("canary_ms", "round", "try", "discarded", "quiet_try")
+
+
+def _run_figures(run: dict) -> dict:
+    """A clean's figures as the JSON keeps them beside the shape: CPU and wall seconds (Kafka's: the cleaner
+    thread's CPU, and the time it prints), the canary and the gate's marks where the sweep took them."""
+    if "cleaner_thread_cpu_seconds" in run:
+        figures = {
+            "cpu_seconds": run["cleaner_thread_cpu_seconds"],
+            "seconds": _kafka_wall(run),
+            "topic": run["topic"],
+        }
+    else:
+        figures = {"cpu_seconds": run["cpu_seconds"], "seconds": run["seconds"],
+                   "first_clean_cpu_seconds": run.get("warm_copy_cpu_seconds")}  # fmt: skip
+    return {**figures, **{k: run[k] for k in _GATE_MARKS if k in run}}
+
+
+def _kafka_wall(run: dict) -> float:
+    """Kafka's wall time of the work: as its cleaner prints it (to three figures from the rate it prints)."""
+    return run.get("seconds_from_rate") or run["seconds_printed"]
+
+
+def _spare_count(plan: Plan) -> int:
+    return plan.sweep_kafka_spares_per_round * plan.sweep_repeat if plan.sweep_canary else 0
+
+
+def _kafka_spares(plan: Plan, name: str) -> list[str]:
+    """The topics holding fresh copies of a shape for Kafka's redone cleans (none without the gate)."""
+    return [f"sweep-{_slug(name)}-spare-{i}" for i in range(_spare_count(plan))]
 
 
 def _kafka_topic(name: str, turn: int) -> str:
@@ -733,7 +806,11 @@ def _sweep_kafka(report: Report, plan: Plan, data: dict[str, Manifest], work: Pa
         for turn in range(plan.sweep_repeat)
         for name, m in data.items()
     }
-    log(f"sweep: Kafka's cleaner on {len(data)} shapes x {plan.sweep_repeat}, one broker")
+    topics.update(
+        {spare: partition_dirs(m)[0] for name, m in data.items() for spare in _kafka_spares(plan, name)}
+    )
+    log(f"sweep: Kafka's cleaner on {len(data)} shapes x {plan.sweep_repeat} (and {_spare_count(plan)} spare "
+        f"copies of each), one broker")  # fmt: skip
     with kafka_cleaner.CleanerBroker(
         topics, partition_dirs(warmup)[0], segment_bytes=plan.sweep_segment_bytes, dedupe_buffer_bytes=128 * MiB,
         work_dir=work / "run" / "sweep-kafka", log=log,

@@ -281,3 +281,28 @@ def test_compact_probe_times_the_canary_before_and_after_the_clean_when_asked(tm
         results.append(json.loads(proc.stdout.splitlines()[-1]))
     assert "canary_ms" not in results[0]
     assert len(results[1]["canary_ms"]) == 2 and all(ms > 0 for ms in results[1]["canary_ms"])
+
+
+@pytest.mark.slow
+def test_sweep_gated_on_the_canary_keeps_every_try_and_marks_the_redone_and_never_quiet_cleans(tmp_path):
+    skip = "raw,scan,compaction,memory,spark,kafka,skew,split,partitions,tables"
+    report = run_bench(tmp_path, "--skip", skip, "--sweep-canary", "--sweep-repeat", "2")
+    sweep = report["sections"]["sweep"]
+    assert sweep["status"] == "ok" and sweep["repeat"] == 2
+    g = sweep["gate"]
+    assert g["quiet_canary"] == 1.3 and g["extra_tries"] == 3 and g["kafka_spares_per_shape"] == 0
+    assert len(g["calibration_ms"]) > 0 and g["floor_ms_at_start"] == min(g["calibration_ms"])
+    assert 0 < sweep["canary_floor_ms"] <= g["floor_ms_at_start"]
+    for shape in sweep["shapes"].values():
+        kept, discarded = shape["ours_runs"], shape["discarded_runs"]["ours"]
+        assert [run["round"] for run in kept] == [0, 1] and shape["discarded_runs"]["kafka"] == []
+        for run in kept:
+            assert "discarded" not in run and isinstance(run["quiet_try"], bool) and 0 <= run["try"] <= 3
+            assert len(run["canary_ms"]) == 2 and run["cpu_seconds"] > 0 and run["seconds"] > 0
+        for run in discarded:  # a discarded try keeps its times and canaries
+            assert run["discarded"] is True and run["cpu_seconds"] > 0 and len(run["canary_ms"]) == 2
+            assert max(run["canary_ms"]) > 1.3 * sweep["canary_floor_ms"]
+        assert shape["redone_cleans"]["ours"] == sum(run["try"] > 0 for run in kept)
+        assert shape["extra_tries"]["ours"] == len(discarded) == sum(run["try"] for run in kept)
+        assert shape["cleans_never_quiet"]["ours"] == sum(not run["quiet_try"] for run in kept)
+        assert shape["quiet_cleans"]["kafka"] == 0 and "ours_vs_kafka_quiet" not in shape
