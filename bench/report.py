@@ -229,6 +229,14 @@ def _sweep_targets(report: Report) -> list[Target]:
     return targets
 
 
+def _gate_counts(r: dict) -> str:
+    """A sweep shape's cleans redone by the canary's gate and those never quiet, ours and Kafka's (bench.gate)."""
+    if "redone_cleans" not in r:
+        return "-"
+    redone, never = r["redone_cleans"], r["cleans_never_quiet"]
+    return f"{redone['ours']}+{redone['kafka']}, {never['ours']}+{never['kafka']}"
+
+
 def _sweep_bound(report: Report, *, compressed: bool) -> str:
     """The slowest shape against Kafka, and where our CPU went on it."""
     shapes = report.sections.get("sweep", {}).get("shapes", {})
@@ -320,7 +328,7 @@ def format_table(report: Report) -> str:
         lines += [
             "",
             f"{'batch-shape sweep':28} {'rec/batch':>9} {'input MB':>9} {'ours MB/CPU-s':>14} {'Kafka MB/CPU-s':>15} "
-            f"{'ours/Kafka':>10} {'paired':>7} {'quiet':>7} {'kept (ours, Kafka)':>22}",
+            f"{'ours/Kafka':>10} {'paired':>7} {'quiet':>7} {'kept (ours, Kafka)':>22} {'redone, never quiet':>20}",
         ]
         for name, r in sweep["shapes"].items():
             kafka = r.get("kafka", {})
@@ -333,7 +341,7 @@ def format_table(report: Report) -> str:
                 f"  {name:26} {r['records_per_batch']:9.0f} {r['input_bytes'] / 1e6:9.1f} {r['ours_mb_per_cpu_s']:14,.0f} "
                 f"{('-' if km is None else f'{km:,.0f}'):>15} {('-' if ratio is None else f'{ratio:.2f}x'):>10} "
                 f"{('-' if paired is None else f'{paired:.2f}x'):>7} "
-                f"{('-' if quiet is None else f'{quiet:.2f}x'):>7} {kept:>22}"
+                f"{('-' if quiet is None else f'{quiet:.2f}x'):>7} {kept:>22} {_gate_counts(r):>20}"
             )
     mem = report.sections.get("memory", {})
     if mem.get("status") == "ok":
