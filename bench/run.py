@@ -829,6 +829,10 @@ def run(args: argparse.Namespace) -> int:
     unknown = skip - set(SECTIONS)
     if unknown:
         raise SystemExit(f"--skip: unknown sections {sorted(unknown)} (known: {', '.join(SECTIONS)})")
+    # the sweep alone still runs Kafka's side of it (which --skip kafka leaves out)
+    sweep_skip = skip - {"kafka"} if args.sweep_only else skip
+    if args.sweep_only:
+        skip = set(SECTIONS) - {"sweep"}
     started = datetime.now(UTC)
     report = Report(args.quick, started, machine_info(), dataclasses.asdict(plan.base))
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="kafka-log-jobs-bench-"))
@@ -837,13 +841,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         log(f"work dir {work}")
         datasets: dict[int, Manifest] = {}
-        for factor in plan.sizes if "compaction" not in skip else (1,):
+        for factor in () if args.sweep_only else plan.sizes if "compaction" not in skip else (1,):
             w = dataclasses.replace(plan.base, partition_bytes=plan.base.partition_bytes * factor)
             log(f"generating {factor}x: {w.partition_bytes / MiB:.0f} MiB")
             datasets[factor] = generate(work / "data" / f"size-{factor}x", w)
         report.sections["generate"] = {f"{f}x": m.to_json() for f, m in datasets.items()}
         try:
-            run_raw_and_scan(report, plan, datasets[1], skip)
+            if datasets:
+                run_raw_and_scan(report, plan, datasets[1], skip)
+            else:
+                report.sections["raw"] = report.sections["scan"] = {
+                    "status": "skipped",
+                    "reason": "--sweep-only",
+                }
         except Exception as err:
             report.section_error("scan", err)
         sections = [
@@ -855,11 +865,14 @@ def run(args: argparse.Namespace) -> int:
             ("split", lambda: split_section.run_section(report, args.quick, work / "run")),
             ("partitions", lambda: partitions_section.run_section(report, args.quick, work / "run")),
             ("tables", lambda: tables_section.run_section(report, args.quick, work / "run")),
-            ("sweep", lambda: run_sweep(report, plan, work, skip)),
+            ("sweep", lambda: run_sweep(report, plan, work, sweep_skip)),
         ]
         for name, body in sections:
             if name in skip:
-                report.sections[name] = {"status": "skipped", "reason": "--skip"}
+                report.sections[name] = {
+                    "status": "skipped",
+                    "reason": "--sweep-only" if args.sweep_only else "--skip",
+                }
                 continue
             try:
                 body()
@@ -936,6 +949,11 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep-canary",
         action="store_true",
         help="time bench.noise's wide canary before and after each sweep clean of either side (in the JSON)",
+    )
+    parser.add_argument(
+        "--sweep-only",
+        action="store_true",
+        help="the batch-shape sweep alone, ours and Kafka's side (no other section, no other data generated)",
     )
     return run(parser.parse_args(argv))
 

@@ -306,3 +306,33 @@ def test_sweep_gated_on_the_canary_keeps_every_try_and_marks_the_redone_and_neve
         assert shape["extra_tries"]["ours"] == len(discarded) == sum(run["try"] for run in kept)
         assert shape["cleans_never_quiet"]["ours"] == sum(not run["quiet_try"] for run in kept)
         assert shape["quiet_cleans"]["kafka"] == 0 and "ours_vs_kafka_quiet" not in shape
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+def test_sweep_only_gates_kafkas_cleans_too_redoing_them_on_spare_copies_of_the_shape(tmp_path):
+    report = run_bench(tmp_path, "--sweep-only", "--sweep-canary")
+    sections = report["sections"]
+    assert {n for n, s in sections.items() if s.get("status") == "skipped"} >= {
+        "raw",
+        "scan",
+        "compaction",
+        "kafka",
+    }
+    assert all(s["reason"] == "--sweep-only" for s in sections.values() if s.get("status") == "skipped")
+    sweep = sections["sweep"]
+    spares = sweep["gate"]["kafka_spares_per_shape"]
+    assert spares == 2 * sweep["repeat"] == 2
+    for name, shape in sweep["shapes"].items():
+        assert shape["same_records_kept"] is True, name
+        (kept,) = shape["kafka_runs"]
+        tries = shape["discarded_runs"]["kafka"] + [kept]
+        # the first try on the round's own copy, each redo on the next spare copy of the shape
+        assert [t["topic"].rsplit("-", 2)[-2:] for t in tries][1:] == [
+            ["spare", str(i)] for i in range(kept["try"])
+        ]
+        assert tries[0]["topic"].endswith("-0") and [t["try"] for t in tries] == list(range(len(tries)))
+        assert shape["extra_tries"]["kafka"] + shape["kafka_spares_left"] == spares
+        assert all(t["cpu_seconds"] > 0 and len(t["canary_ms"]) == 2 for t in tries)
+    assert "ours_vs_kafka_paired" in next(iter(sweep["shapes"].values()))
+    assert report["sections"]["sweep_kafka_broker"]["kafka_version"]
