@@ -102,6 +102,9 @@ class Plan:
     sweep_canary: bool = False
     # with the gate: fresh copies of each shape on Kafka's side beyond one per round, for its redone cleans
     sweep_kafka_spares_per_round: int = 2
+    # with the gate: the rounds' time (broker start aside) within which cleans are redone, shared out evenly: a
+    # round past its share of it keeps every clean's first try, so a long slow phase cannot stretch a sweep
+    sweep_gate_seconds: float = 600.0
 
 
 FULL = Plan(
@@ -516,17 +519,26 @@ def _median_run(runs: list[dict], key: str) -> dict:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def _ours_once(name: str, w: Workload, m: Manifest, work: Path, digest: bool, canary: bool) -> dict:
+def _ours_once(name: str, w: Workload, m: Manifest, work: Path, digest: bool, canary: bool,
+               gate_floor: float | None = None, tries: int = 1) -> list[dict]:  # fmt: skip
+    """Our clean of a fresh copy of the shape in a probe of its own; with ``gate_floor`` gated in the probe
+    (``bench.gate``: the redone tries on fresh copies in the same process). Every try, the kept one last."""
     target = copy_log_dir(Path(m.log_dir), work / "run" / "sweep")
     extra = ("--canary",) if canary else ()
+    if gate_floor is not None:
+        extra += ("--gate-floor", repr(gate_floor), "--tries", str(tries))
     ours = probe("compact", target, *job_sets(w), "--phases", "--warm-copy", m.log_dir, *extra)
+    kept_dir = Path(ours["log_dir"])
     if digest:
-        ours["kept"] = kept_records(target / partition_dirs(m)[0].name)
+        ours["kept"] = kept_records(kept_dir / partition_dirs(m)[0].name)
     shutil.rmtree(target, ignore_errors=True)
-    row = ours["rows"][0]
-    if row["status"] != "cleaned":
-        raise BenchError(f"sweep {name}: partition {row['status']}: {row['reason']}")
-    return ours
+    shutil.rmtree(kept_dir, ignore_errors=True)
+    tries_made = [*ours.pop("discarded_tries", []), ours]
+    for run in tries_made:
+        row = run["rows"][0]
+        if row["status"] != "cleaned":
+            raise BenchError(f"sweep {name}: partition {row['status']}: {row['reason']}")
+    return tries_made
 
 
 def _kafka_once(kafka, topic: str, m: Manifest, digest: bool, canary: bool) -> dict:
@@ -560,34 +572,42 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
     discarded: dict[str, dict[str, list[dict]]] = {name: {"ours": [], "kafka": []} for name in shapes}
     with _sweep_kafka(report, plan, data, work, skip) as kafka:
         spares = {name: _kafka_spares(plan, name) for name in shapes}
+        started, budget = time.monotonic(), plan.sweep_gate_seconds / plan.sweep_repeat
         for turn in range(plan.sweep_repeat):
             for name, w in shapes.items():
                 m = data[name]
                 log(f"sweep {name} ({turn + 1}/{plan.sweep_repeat}): {m.partitions[0].batches} batches, "
                     f"{m.cleanable_bytes / 1e6:.0f} MB")  # fmt: skip
 
-                def ours(_try: int, name=name, w=w, m=m, turn=turn) -> dict:
-                    return _ours_once(name, w, m, work, turn == 0, plan.sweep_canary)
-
-                def theirs(i: int, name=name, m=m, turn=turn) -> dict:
-                    topic = _kafka_topic(name, turn) if i == 0 else spares[name].pop(0)
-                    return _kafka_once(kafka, topic, m, turn == 0, plan.sweep_canary)
-
-                sides = [("ours", ours, ours_runs, gate.EXTRA_TRIES)]
+                # the gate's redoes while the round is within its share of the sweep's time budget
+                extra = gate.EXTRA_TRIES if time.monotonic() < started + budget * (turn + 1) else 0
+                gate_floor = floor if plan.sweep_canary else None
+                attempts = _ours_once(name, w, m, work, turn == 0, plan.sweep_canary, gate_floor, 1 + extra)
+                if plan.sweep_canary:
+                    floor = min(floor, attempts[-1]["gate_floor_ms"])
+                sides = [("ours", attempts, ours_runs, extra)]
                 if kafka is not None:
-                    sides.append(("kafka", theirs, kafka_runs, min(gate.EXTRA_TRIES, len(spares[name]))))
-                for side, attempt, kept, extra in sides:
-                    if not plan.sweep_canary:
-                        kept[name].append(attempt(0))
-                        continue
-                    attempts, floor = gate.gated(attempt, 1 + extra, floor)
-                    for a in attempts:
+
+                    def theirs(i: int, name=name, m=m, turn=turn) -> dict:
+                        topic = _kafka_topic(name, turn) if i == 0 else spares[name].pop(0)
+                        return _kafka_once(kafka, topic, m, turn == 0, plan.sweep_canary)
+
+                    if plan.sweep_canary:
+                        k_extra = min(extra, len(spares[name]))
+                        tried, floor = gate.gated(theirs, 1 + k_extra, floor)
+                    else:
+                        k_extra, tried = 0, [theirs(0)]
+                    sides.append(("kafka", tried, kafka_runs, k_extra))
+                for side, tried, kept, allowed in sides:
+                    kept[name].append(tried[-1])
+                    discarded[name][side] += tried[:-1]
+                    for a in tried:
                         a["round"] = turn
-                    kept[name].append(attempts[-1])
-                    discarded[name][side] += attempts[:-1]
-                    if len(attempts) > 1:
-                        log(f"sweep {name}: {side} redone {len(attempts) - 1}x (canaries "
-                            f"{[[round(ms, 1) for ms in a['canary_ms']] for a in attempts]}, floor {floor:.2f} ms)")  # fmt: skip
+                    if plan.sweep_canary and allowed < gate.EXTRA_TRIES:
+                        tried[-1]["redoes_allowed"] = allowed  # out of time (or of Kafka's spare copies)
+                    if len(tried) > 1:
+                        log(f"sweep {name}: {side} redone {len(tried) - 1}x (canaries "
+                            f"{[[round(ms, 1) for ms in a['canary_ms']] for a in tried]}, floor {floor:.2f} ms)")  # fmt: skip
                 if kafka is not None:
                     log(f"kafka: {name}: {kafka_runs[name][-1]['cleaner_thread_cpu_seconds'] or 0:.3f} CPU-s, ours "
                         f"{ours_runs[name][-1]['cpu_seconds']:.3f}")  # fmt: skip
@@ -602,6 +622,7 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         report.sections["sweep"]["gate"] = {
             "quiet_canary": gate.QUIET_CANARY, "extra_tries": gate.EXTRA_TRIES, "calibration_ms": calibration,
             "floor_ms_at_start": min(calibration), "kafka_spares_per_shape": _spare_count(plan) if kafka is not None else 0,
+            "redo_seconds": plan.sweep_gate_seconds,
         }  # fmt: skip
         report.sections["sweep"]["canary_floor_ms"] = _quiet_ratios(results, floor)
     compared = {n: r for n, r in results.items() if "ours_vs_kafka" in r}
@@ -632,6 +653,7 @@ def _gate_result(r: dict, discarded: dict[str, list[dict]], spares_left: list[st
         r.setdefault("redone_cleans", {})[side] = sum(run.get("try", 0) > 0 for run in kept)
         r.setdefault("extra_tries", {})[side] = sum(run.get("try", 0) for run in kept)
         r.setdefault("cleans_never_quiet", {})[side] = sum(not run.get("quiet_try", True) for run in kept)
+        r.setdefault("cleans_with_fewer_redoes", {})[side] = sum("redoes_allowed" in run for run in kept)
     if spares_left is not None:
         r["kafka_spares_left"] = len(spares_left)
 
@@ -737,7 +759,7 @@ def _quiet_ratios(results: dict[str, dict], floor: float) -> float:
     return floor
 
 
-_GATE_MARKS = ("canary_ms", "round", "try", "discarded", "quiet_try")
+_GATE_MARKS = ("canary_ms", "round", "try", "discarded", "quiet_try", "redoes_allowed")
 
 
 def _run_figures(run: dict) -> dict:
