@@ -571,7 +571,9 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
     kafka_runs: dict[str, list[dict]] = {name: [] for name in shapes}
     discarded: dict[str, dict[str, list[dict]]] = {name: {"ours": [], "kafka": []} for name in shapes}
     with _sweep_kafka(report, plan, data, work, skip) as kafka:
+        # each side may redo a shape's cleans as often as Kafka's side has spare copies of it
         spares = {name: _kafka_spares(plan, name) for name in shapes}
+        ours_redoes_left = {name: _spare_count(plan) for name in shapes}
         started, budget = time.monotonic(), plan.sweep_gate_seconds / plan.sweep_repeat
         for turn in range(plan.sweep_repeat):
             for name, w in shapes.items():
@@ -582,10 +584,12 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
                 # the gate's redoes while the round is within its share of the sweep's time budget
                 extra = gate.EXTRA_TRIES if time.monotonic() < started + budget * (turn + 1) else 0
                 gate_floor = floor if plan.sweep_canary else None
-                attempts = _ours_once(name, w, m, work, turn == 0, plan.sweep_canary, gate_floor, 1 + extra)
+                o_extra = min(extra, ours_redoes_left[name])
+                attempts = _ours_once(name, w, m, work, turn == 0, plan.sweep_canary, gate_floor, 1 + o_extra)
+                ours_redoes_left[name] -= len(attempts) - 1
                 if plan.sweep_canary:
                     floor = min(floor, attempts[-1]["gate_floor_ms"])
-                sides = [("ours", attempts, ours_runs, extra)]
+                sides = [("ours", attempts, ours_runs, o_extra)]
                 if kafka is not None:
 
                     def theirs(i: int, name=name, m=m, turn=turn) -> dict:
@@ -604,7 +608,7 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
                     for a in tried:
                         a["round"] = turn
                     if plan.sweep_canary and allowed < gate.EXTRA_TRIES:
-                        tried[-1]["redoes_allowed"] = allowed  # out of time (or of Kafka's spare copies)
+                        tried[-1]["redoes_allowed"] = allowed  # out of time, or the shape's redoes used up
                     if len(tried) > 1:
                         log(f"sweep {name}: {side} redone {len(tried) - 1}x (canaries "
                             f"{[[round(ms, 1) for ms in a['canary_ms']] for a in tried]}, floor {floor:.2f} ms)")  # fmt: skip
