@@ -15,6 +15,7 @@ quiet within its tries is kept (the last try) and marked ``quiet_try: false``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 # a clean counts as quiet when the canary before and after it is within this of the floor
@@ -24,6 +25,9 @@ QUIET_CANARY = 1.3
 # last minutes cannot make a sweep run away (a shape's round costs at most 4 cleans a side)
 EXTRA_TRIES = 3
 CALIBRATION_READINGS = 60  # ~0.3 s of the canary back to back at the sweep's start
+# before a redo, the canary is read until it is quiet, for at most this long: slow stretches last 0.3 s to
+# minutes, and a redo inside the stretch that slowed the clean would read slow again
+PATIENCE_S = 3.0
 
 
 def calibrate(read: Callable[[], float], readings: int = CALIBRATION_READINGS) -> list[float]:
@@ -36,14 +40,39 @@ def is_slow(canary_ms: Sequence[float], floor_ms: float) -> bool:
     return max(canary_ms) > QUIET_CANARY * floor_ms
 
 
-def gated(attempt: Callable[[int], dict], tries: int, floor_ms: float) -> tuple[list[dict], float]:
+def wait_quiet(
+    read: Callable[[], float], floor_ms: float, patience_s: float, clock: Callable[[], float] = time.monotonic
+) -> tuple[float, float]:
+    """Read the canary back to back until one reading is quiet against the floor (lowered by each reading)
+    or ``patience_s`` has passed: a redo started inside the same slow stretch would be wasted. Returns the
+    floor and the seconds waited."""
+    started = clock()
+    while True:
+        ms = read()
+        floor_ms = min(floor_ms, ms)
+        waited = clock() - started
+        if not is_slow([ms], floor_ms) or waited >= patience_s:
+            return floor_ms, waited
+
+
+def gated(
+    attempt: Callable[[int], dict], tries: int, floor_ms: float, read: Callable[[], float] | None = None,
+    patience_s: float = PATIENCE_S, clock: Callable[[], float] = time.monotonic,
+) -> tuple[list[dict], float]:  # fmt: skip
     """Run ``attempt(try_index)`` (a clean on a fresh copy, its ``canary_ms`` read before and after) until
-    one is quiet against the floor as it stands after that clean's own readings, or ``tries`` are used.
-    Returns every attempt in order, each marked (``try``; ``discarded`` on all but the last; on the last,
-    ``quiet_try`` whether it read quiet), and the lowered floor."""
+    one is quiet against the floor as it stands after that clean's own readings, or ``tries`` are used;
+    before each redo, with ``read`` (the canary), wait up to ``patience_s`` for a quiet reading
+    (``wait_quiet``; the seconds waited kept as ``waited_s``). Returns every attempt in order, each marked
+    (``try``; ``discarded`` on all but the last; on the last, ``quiet_try`` whether it read quiet), and the
+    lowered floor."""
     attempts: list[dict] = []
     for i in range(tries):
+        waited = None
+        if i > 0 and read is not None:
+            floor_ms, waited = wait_quiet(read, floor_ms, patience_s, clock)
         run = attempt(i)
+        if waited is not None:
+            run["waited_s"] = waited
         floor_ms = min(floor_ms, *run["canary_ms"])
         slow = is_slow(run["canary_ms"], floor_ms)
         run["try"] = i

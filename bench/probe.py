@@ -351,7 +351,9 @@ def probe_compact(
         shutil.copytree(warm_copy, fresh)
         return measured(fresh)
 
-    attempts, floor = gate.gated(attempt, tries, gate_floor)
+    from bench.noise import wide_canary_ms
+
+    attempts, floor = gate.gated(attempt, tries, gate_floor, read=wide_canary_ms)
     for run in attempts[1:-1]:  # the first try's copy is the caller's, the kept one it reads
         shutil.rmtree(run["log_dir"], ignore_errors=True)
     return {**attempts[-1], "discarded_tries": attempts[:-1], "gate_floor_ms": floor}

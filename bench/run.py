@@ -104,7 +104,8 @@ class Plan:
     sweep_kafka_spares_per_round: int = 2
     # with the gate: the rounds' time (broker start aside) within which cleans are redone, shared out evenly: a
     # round past its share of it keeps every clean's first try, so a long slow phase cannot stretch a sweep
-    sweep_gate_seconds: float = 600.0
+    # past a 12-minute slot (5 rounds: ~85 s a round without redoes, ~70 s to start the broker, ~70 s to stop)
+    sweep_gate_seconds: float = 360.0
 
 
 FULL = Plan(
@@ -598,7 +599,7 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
 
                     if plan.sweep_canary:
                         k_extra = min(extra, len(spares[name]))
-                        tried, floor = gate.gated(theirs, 1 + k_extra, floor)
+                        tried, floor = gate.gated(theirs, 1 + k_extra, floor, read=wide_canary_ms)
                     else:
                         k_extra, tried = 0, [theirs(0)]
                     sides.append(("kafka", tried, kafka_runs, k_extra))
@@ -626,7 +627,7 @@ def run_sweep(report: Report, plan: Plan, work: Path, skip: set[str]) -> None:
         report.sections["sweep"]["gate"] = {
             "quiet_canary": gate.QUIET_CANARY, "extra_tries": gate.EXTRA_TRIES, "calibration_ms": calibration,
             "floor_ms_at_start": min(calibration), "kafka_spares_per_shape": _spare_count(plan) if kafka is not None else 0,
-            "redo_seconds": plan.sweep_gate_seconds,
+            "redo_seconds": plan.sweep_gate_seconds, "patience_seconds": gate.PATIENCE_S,
         }  # fmt: skip
         report.sections["sweep"]["canary_floor_ms"] = _quiet_ratios(results, floor)
     compared = {n: r for n, r in results.items() if "ours_vs_kafka" in r}
@@ -763,7 +764,7 @@ def _quiet_ratios(results: dict[str, dict], floor: float) -> float:
     return floor
 
 
-_GATE_MARKS = ("canary_ms", "round", "try", "discarded", "quiet_try", "redoes_allowed")
+_GATE_MARKS = ("canary_ms", "round", "try", "discarded", "quiet_try", "redoes_allowed", "waited_s")
 
 
 def _run_figures(run: dict) -> dict:

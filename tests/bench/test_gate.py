@@ -71,3 +71,35 @@ def test_a_floor_calibrated_in_a_slow_phase_is_lowered_by_the_first_fast_reading
 def test_the_floor_at_the_start_is_the_fastest_calibration_reading(readings):
     taken = gate.calibrate(iter(readings).__next__, len(readings))
     assert taken == readings and min(taken) == 4.4
+
+
+def ticking(step: float):
+    """A clock that moves ``step`` seconds each time it is read."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += step
+        return now[0]
+
+    return clock
+
+
+def test_before_a_redo_the_canary_is_read_until_quiet_and_the_wait_is_kept():
+    attempt, made = cleans((9.0, 9.1), (4.6, 4.7))
+    readings = iter([9.2, 8.8, 5.0, 9.9])
+    runs, floor = gate.gated(attempt, 4, 4.5, read=readings.__next__, patience_s=10, clock=ticking(0.5))
+    assert made == [0, 1] and next(readings) == 9.9  # the wait stopped at the first quiet reading
+    assert "waited_s" not in runs[0] and runs[1]["waited_s"] == pytest.approx(1.5) and runs[1]["quiet_try"]
+
+
+def test_the_wait_before_a_redo_gives_up_after_its_patience_and_redoes_all_the_same():
+    attempt, made = cleans((9.0, 9.1), (9.3, 9.0))
+    readings = iter([9.2] * 100)
+    runs, floor = gate.gated(attempt, 2, 4.5, read=readings.__next__, patience_s=2, clock=ticking(0.5))
+    assert made == [0, 1] and runs[1]["quiet_try"] is False
+    assert len(list(readings)) == 100 - 4  # 4 readings, each half a second on this clock, then the redo
+
+
+def test_a_fast_reading_while_waiting_lowers_the_floor():
+    floor, waited = gate.wait_quiet(iter([9.0, 3.9]).__next__, 4.5, 10, ticking(1.0))
+    assert floor == 3.9 and waited == pytest.approx(2.0)
