@@ -558,11 +558,16 @@ class _Loader:
         return self._plan(segments, bases, new_segment, log_end, log_start, recovery_point, tuple(epochs))
 
     def _nothing(self, segments: list[_Seg]) -> RecoveryPlan:
+        """A clean load that recovers nothing: only the loader's producer-snapshot rule may delete files."""
         bases = tuple(s.base for s in segments)
+        if bases:
+            self.real_psm.remove_stray_snapshots(bases)
+            for offset in snapshots_below_start(self.real_psm.known, self.log_start_ckpt, bases[0]):
+                self.real_psm.remove_and_delete(offset)
         return RecoveryPlan(
             self.directory, self.tp, True, self.recovery_point, self.log_start_ckpt, (), (), None,
-            tuple(self.empty_time_indexes), bases, -1, -1, self.recovery_point, None, (), None, {}, (),
-            tuple(self.empty_time_indexes),
+            tuple(self.empty_time_indexes), bases, -1, -1, self.recovery_point, None, (), None, {},
+            tuple(self.files.to_delete()), tuple(self.empty_time_indexes),
         )  # fmt: skip
 
     def _plan(self, segments, bases, new_segment, log_end, log_start, recovery_point, epochs) -> RecoveryPlan:
@@ -628,30 +633,61 @@ def _differs(directory: Path, r: RecoveredSegment) -> bool:
     return False
 
 
+def snapshots_below_start(snapshots: Iterable[int], log_start_checkpoint: int, first_base: int) -> list[int]:
+    """The producer snapshots ``ProducerStateManager.truncateAndReload`` deletes at every load, clean
+    shutdown or not, because of the log start offset: those at or below it (the checkpoint's, or the first
+    segment's base when higher). (It also deletes those above the log end offset, which no clean shutdown
+    leaves: the recovery of an unclean one deals with them.)"""
+    start = max(log_start_checkpoint, first_base)
+    return sorted(o for o in snapshots if o <= start)
+
+
+def _loader_deletes_snapshots(snapshots: list[int], bases: list[int], log_start_checkpoint: int) -> bool:
+    """From a listing: whether a clean load deletes one of ``snapshots``: a stray one (not at a segment
+    base; the newest stray is kept when it lies beyond the last base: the log end's) or one at or below the
+    log start offset."""
+    if not snapshots or not bases:
+        return False
+    based = set(bases)
+    strays = sorted(o for o in snapshots if o not in based)
+    if len(strays) > 1 or (strays and strays[-1] < bases[-1]):
+        return True
+    return bool(snapshots_below_start(snapshots, log_start_checkpoint, bases[0]))
+
+
 def nothing_to_load(
     directory: str | os.PathLike[str], ckpt: PartitionCheckpoints, files: DirFiles | None = None
 ) -> bool:
     """Whether :func:`plan_recovery` would find nothing to recover or change, from one directory listing
     (``files``, when the caller has it): after a clean shutdown, a directory whose every live ``.log`` has
     its ``.index`` and ``.timeindex`` and no ``.txnindex`` (the loader checks its entries), all of them
-    plain files, is loaded as it is (the first return of ``_Loader.plan``). False says nothing: plan it."""
+    plain files, and no producer snapshot the loader deletes (:func:`snapshots_below_start`, strays), is
+    loaded as it is (the first return of ``_Loader.plan``). False says nothing: plan it."""
     if not ckpt.clean_shutdown:
         return False
     if files is None:
         files = DirFiles.scan(directory)
     logs: list[str] = []
     present: set[str] = set()
+    snapshots: list[int] = []
+    bases: list[int] = []
     for name, parsed in files.segment_files.items():
-        if parsed.marker is not None or parsed.suffix == SNAPSHOT_SUFFIX:
+        if parsed.marker is not None:
+            continue
+        if parsed.suffix == SNAPSHOT_SUFFIX:
+            snapshots.append(parsed.base_offset)
             continue
         if parsed.suffix == TXN_INDEX_SUFFIX or not files.entries[name].is_file(follow_symlinks=False):
             return False
         present.add(name)
         if parsed.suffix == LOG_SUFFIX:
             logs.append(name[: -len(LOG_SUFFIX)])
-    return all(
+            bases.append(parsed.base_offset)
+    if not all(
         f"{stem}{INDEX_SUFFIX}" in present and f"{stem}{TIME_INDEX_SUFFIX}" in present for stem in logs
-    )
+    ):
+        return False
+    return not _loader_deletes_snapshots(snapshots, sorted(bases), ckpt.log_start_offset or 0)
 
 
 def plan_recovery(

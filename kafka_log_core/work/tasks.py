@@ -220,13 +220,19 @@ def _recovered(
         now_ms=opts.now_ms,
         producer_id_expiration_ms=cs.broker.producer_id_expiration_ms,
     )
-    if not plan.ran:
-        if plan.changes_segment_files:  # a missing .timeindex only
-            if not opts.dry_run:
-                recovery.apply_recovery(plan)
+    if not plan.ran:  # a clean load: a missing .timeindex, producer snapshots the loader deletes
+        if plan.changes_anything and not opts.dry_run:
+            recovery.apply_recovery(plan)
+        if plan.changes_segment_files:
             notes.append(
                 ("would create" if opts.dry_run else "created")
                 + " empty .timeindex files (the loader's rule)"
+            )
+        if plan.snapshots_deleted:
+            notes.append(
+                ("would delete" if opts.dry_run else "deleted")
+                + f" the producer snapshots at {', '.join(map(str, plan.snapshots_deleted))} (the loader's rule:"
+                " at or below the log start offset, or not at a segment base)"
             )
         return PartitionLog.open(task.log_dir, task.tp, ckpt)
     if plan.destroys_valid_data and opts.recover and not opts.recover_truncating:

@@ -54,3 +54,37 @@ def test_nothing_to_load_only_where_the_full_plan_finds_nothing(tmp_path, change
     # the cheap answer is given for every partition a clean shutdown left as a broker leaves it
     plain = all(c in (None, "a .txnindex.deleted") for c in changes)
     assert recovery.nothing_to_load(d, ckpt) == (clean_shutdown and plain)
+
+
+@pytest.mark.parametrize(
+    ("snapshots", "log_start", "deleted"),
+    [
+        ((2, 3), None, ()),  # a broker's: one at the roll, one at the log end
+        ((3,), None, ()),
+        ((0, 2, 3), None, (0,)),  # at the log start offset (the first base)
+        ((2, 3), 2, (2,)),  # at or below the log-start checkpoint (DeleteRecords)
+        ((1, 2, 3), None, (1,)),  # stray: not at a segment base, not the newest
+        ((1, 2), None, (1,)),  # the newest stray, but below the last base
+        ((2, 7), None, ()),  # the newest stray beyond the last base stays (only a rebuild looks at it)
+    ],
+    ids=str,
+)
+def test_a_clean_load_deletes_the_snapshots_kafkas_loader_deletes(tmp_path, snapshots, log_start, deleted):
+    """LogLoader.load after a clean shutdown: removeStraySnapshots, then rebuildProducerState's
+    truncateAndReload from the log start offset (max of its checkpoint and the first base)."""
+    from kafka_log_core.format import checkpoints
+    from kafka_log_core.format.producer_snapshot import encode_producer_snapshot
+
+    d = _partition(tmp_path, (None, None), clean_shutdown=True)
+    for offset in snapshots:
+        (d / f"{SEG.format(offset)}.snapshot").write_bytes(encode_producer_snapshot([]))
+    if log_start is not None:
+        checkpoints.write_offset_checkpoint(tmp_path / "log-start-offset-checkpoint", {TP: log_start})
+    ckpt = LogDirState.read(tmp_path).for_partition(TP)
+    cfg = load_config(None, [], [], ["cleanup.policy=delete"]).for_topic("t")
+    plan = recovery.plan_recovery(d, TP, ckpt, cfg, now_ms=TS + 1000, producer_id_expiration_ms=86_400_000)
+    assert not plan.ran and plan.snapshots_deleted == deleted and not plan.snapshots_written
+    assert recovery.nothing_to_load(d, ckpt) == (not deleted)
+    recovery.apply_recovery(plan)
+    left = sorted(int(p.name[:20]) for p in d.glob("*.snapshot"))
+    assert left == [o for o in snapshots if o not in deleted]

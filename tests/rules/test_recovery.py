@@ -401,6 +401,32 @@ def test_no_recovery_after_a_clean_shutdown(tmp_path):
     assert _state(tmp_path) == before
 
 
+def test_a_clean_load_deletes_the_producer_snapshot_at_or_below_the_log_start_offset(tmp_path):
+    """What a broker started on a cleanly stopped log dir does first (LogLoader.load: truncateAndReload from
+    the log start offset): after a DeleteRecords into the second segment, that segment's snapshot goes; the
+    one at the log end stays; retention then deletes the first segment. A dry run says so, deletes nothing."""
+    from kafka_log_core.format.producer_snapshot import encode_producer_snapshot
+
+    make_log(tmp_path, "t", 0, {0: [batch(0, [("a", "1"), ("b", "1")])], 2: [batch(2, [("c", "1"), ("d", "1")])]},
+             clean_shutdown=True)  # fmt: skip
+    for offset in (2, 4):
+        _file(tmp_path, offset, ".snapshot").write_bytes(encode_producer_snapshot([]))
+    checkpoints.write_offset_checkpoint(tmp_path / "log-start-offset-checkpoint", {TP: 3})
+    before = _state(tmp_path)
+    dry = _retain(tmp_path, dry_run=True)
+    assert "would delete the producer snapshots at 2 " in dry["reason"] and _state(tmp_path) == before
+    row = _retain(tmp_path)
+    assert "deleted the producer snapshots at 2 " in row["reason"]
+    after = _state(tmp_path)
+    gone = [f"{SEG.format(0)}{suffix}" for suffix in (".index", ".log", ".timeindex")]
+    assert sorted(set(before) - set(after)) == [
+        str(Path("t-0") / n) for n in (*gone, f"{SEG.format(2)}.snapshot")
+    ]
+    assert {k: v for k, v in before.items() if k in after} == after
+    assert _retain(tmp_path)["reason"] == _retain(tmp_path)["reason"]  # a second run finds nothing to delete
+    assert _state(tmp_path) == after
+
+
 def test_a_missing_index_is_recovered_even_after_a_clean_shutdown_without_touching_later_segments(tmp_path):
     """LogLoader.loadSegmentFiles: a segment without .index is recovered whatever the shutdown; bytes it
     loses do not delete the segments after it (unlike the unclean pass)."""
