@@ -14,7 +14,8 @@ The codec applies to the whole record area of a v2 batch, or to the value of a l
               checksums), BD ``0x40`` (64 KiB blocks), HC = second byte of xxh32(FLG, BD); blocks
               ``size:uint32 LE`` (bit 31 = stored) + data; end mark ``00000000``. Magic-0 messages
               carry Kafka's historical HC computed over magic+FLG+BD, which is not verified on read.
- 4    zstd    zstd frame(s) from a streaming encoder (magic 2 only)
+ 4    zstd    zstd frame(s) from a streaming encoder (magic 2 only); ours as Kafka's: size unknown, one
+              flush, then the end (an empty last block)
 ====  ======  ==================================================================================
 
 The frame code for LZ4 and snappy is ours because the libraries' own stream formats are not the
@@ -28,7 +29,9 @@ before it is decoded, LZ4 block by block), so a compression bomb costs at most t
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import importlib.util
 import struct
 import threading
 import zlib
@@ -152,7 +155,8 @@ def compress(codec: int, data: bytes | memoryview, magic: int = 2) -> bytes:
     if codec == ZSTD:
         if magic < 2:
             raise CompressionError("zstd is not allowed with message format v0/v1")
-        return _zstd_compressor().compress(data)
+        stream = _zstd_compressor().compressobj()
+        return stream.compress(data) + stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) + stream.flush()
     raise CompressionError(f"unknown compression codec id {codec} (expected 0-4)")
 
 
@@ -201,7 +205,9 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
 
 
 def _zstd_compressor() -> zstandard.ZstdCompressor:
-    """One compressor per thread (level 3, Kafka's default; no content size, as Kafka's streams write)."""
+    """One compressor per thread (level 3, Kafka's default; no content size). A frame is Kafka's
+    ``ZstdOutputStream``'s: the data streamed with its size unknown (level 3's parameters for an unknown
+    size, not the smaller ones a one-shot call picks for the size it knows), flushed, then ended."""
     cctx = getattr(_LOCAL, "zstd_out", None)
     if cctx is None:
         cctx = _LOCAL.zstd_out = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False)
@@ -281,11 +287,59 @@ def lz4_header_checksum(descriptor: bytes) -> int:
     return (xxh32(descriptor) >> 8) & 0xFF
 
 
+def module_library(module: str, names: tuple[str, ...]) -> ctypes.CDLL | None:
+    """The shared library that a wheel's extension ``module`` is, found without importing the module, if its
+    package is installed and the library exports ``names``; None otherwise (the codec's Python path)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except ModuleNotFoundError:  # the package itself is missing (e.g. an executors' archive built before it)
+        return None
+    if spec is None or not spec.origin:
+        return None
+    try:
+        lib = ctypes.CDLL(spec.origin)
+    except OSError:
+        return None
+    return lib if all(hasattr(lib, name) for name in names) else None
+
+
+# Kafka's Lz4BlockOutputStream compresses each block with lz4-java's fast compressor: LZ4_compress_default,
+# i.e. LZ4_compress_fast_extState at acceleration 1 (a fresh state, its table sized for the block).
+# ``lz4.block.compress`` writes other bytes (a streaming state), so the lz4 wheel's library is called.
+LZ4_MODULE, LZ4_COMPRESS = "lz4.block._block", "LZ4_compress_fast_extState"
+
+
+@functools.cache
+def _lz4_library() -> ctypes.CDLL | None:
+    lib = module_library(LZ4_MODULE, (LZ4_COMPRESS, "LZ4_sizeofState", "LZ4_compressBound"))
+    if lib is not None:
+        lib.LZ4_compress_fast_extState.argtypes = [
+            ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int
+        ]  # fmt: skip
+    return lib
+
+
+def _lz4_block(raw: bytes) -> bytes:
+    """One block as Kafka compresses it (``lz4.block.compress`` where the wheel's library is not found)."""
+    lib = _lz4_library()
+    if lib is None:
+        return lz4.block.compress(raw, mode="default", store_size=False)
+    state = getattr(_LOCAL, "lz4_state", None)
+    if state is None:
+        state = _LOCAL.lz4_state = ctypes.create_string_buffer(lib.LZ4_sizeofState() + 8)
+    aligned = ctypes.addressof(state) + (-ctypes.addressof(state) % 8)
+    out = ctypes.create_string_buffer(lib.LZ4_compressBound(len(raw)))
+    written = lib.LZ4_compress_fast_extState(aligned, raw, out, len(raw), len(out), 1)
+    if written <= 0:
+        raise CompressionError(f"lz4 could not compress a block of {len(raw)} bytes")
+    return out.raw[:written]
+
+
 def _lz4_compress(data: bytes, magic: int) -> bytes:
     parts = [lz4_frame_header(magic)]
     for i in range(0, len(data), LZ4_BLOCK):
         raw = data[i : i + LZ4_BLOCK]
-        block = lz4.block.compress(raw, mode="default", store_size=False)
+        block = _lz4_block(raw)
         if len(block) >= len(raw):
             parts.append(_UINT32_LE.pack(len(raw) | 0x80000000))
             parts.append(raw)

@@ -36,22 +36,26 @@ from kafka_log_core.kernels.native_codecs import (
     C_GZIP_DSTATE,
     C_LZ4_COMPRESS,
     C_LZ4_DECOMPRESS,
-    C_LZ4_RESET,
     C_LZ4_STATE,
     C_ZSTD_CCTX,
     C_ZSTD_COMPRESS,
     C_ZSTD_DCTX,
     C_ZSTD_DECOMPRESS,
+    C_ZSTD_RESET,
     GZIP_NO_ROOM,
     GZIP_OK,
     ZSTD_DST_TOO_SMALL,
+    ZSTD_E_END,
+    ZSTD_E_FLUSH,
     ZSTD_MAX_ERROR,
+    ZSTD_RESET_SESSION,
     call_bound,
     call_inflate,
     call_lz4,
     call_lz4_block,
     call_sized,
-    call_void,
+    call_zstd_reset,
+    call_zstd_stream,
 )
 from kafka_log_core.kernels.snappy_codec import (
     SNAPPY_CHUNK,
@@ -269,7 +273,7 @@ def compress_bound(codecs, codec, n):
 def compress_area(codecs, codec, src, start, n, dst, op):
     """``src[start:start+n]`` compressed with ``codec`` as our writer frames it (``compression.compress``:
     an LZ4 frame of 64 KiB blocks, a block stored when compressing does not make it smaller; a zstd
-    frame at level 3 without content size; xerial snappy chunks of 32 KiB: the same bytes) or, for gzip,
+    frame as Kafka's stream writes it (:func:`_zstd_frame`); xerial snappy chunks of 32 KiB: the same bytes) or, for gzip,
     as libdeflate writes one member at level 6 (other bytes than zlib's), into ``dst`` from ``op``, which
     has room for :func:`compress_bound`. Returns the end, or -1 (the library refused: Python compresses
     it)."""
@@ -280,17 +284,12 @@ def compress_area(codecs, codec, src, start, n, dst, op):
                              dst.ctypes.data + op, compress_bound(codecs, codec, n)))  # fmt: skip
         return op + written if written > 0 else -1
     if codec == _ZSTD_CODEC:
-        result = call_sized(codecs[C_ZSTD_COMPRESS], (codecs[C_ZSTD_CCTX], dst.ctypes.data + op,
-                            compress_bound(codecs, codec, n), src.ctypes.data + start, np.int64(n)))  # fmt: skip
-        if result < 0 and result >= -ZSTD_MAX_ERROR:
-            return -1
-        return op + result
+        return _zstd_frame(codecs, src, start, n, dst, op, compress_bound(codecs, codec, n))
     fn, stream = codecs[C_LZ4_COMPRESS], codecs[C_LZ4_STATE]
     copy_bytes(dst, op, _FRAME_HEADER, 0, _FRAME_HEADER.shape[0])
     op += _FRAME_HEADER.shape[0]
     for block in range(start, start + n, _LZ4_BLOCK):
         size = min(_LZ4_BLOCK, start + n - block)
-        call_void(codecs[C_LZ4_RESET], (stream,))
         written = call_lz4(fn, (stream, src.ctypes.data + block, dst.ctypes.data + op + 4, size,
                                 _lz4_block_bound(size), np.int64(1)))  # fmt: skip
         if written <= 0:
@@ -304,6 +303,26 @@ def compress_area(codecs, codec, src, start, n, dst, op):
             op += 4 + written
     write_u32_le(dst, op, 0)
     return op + 4
+
+
+@njit(cache=True)
+def _zstd_frame(codecs, src, start, n, dst, op, capacity):
+    """One zstd frame as Kafka's ``ZstdOutputStream`` writes it (level 3, no content size): the records
+    streamed with their size unknown (so level 3's parameters for an unknown size: a 2 MiB window), then
+    flushed (``close`` flushes the ``BufferedOutputStream`` above it first), then the frame ended (an empty
+    last block). Returns the end, or -1 (libzstd refused: Python compresses it)."""
+    cctx = codecs[C_ZSTD_CCTX]
+    if call_zstd_reset(codecs[C_ZSTD_RESET], (cctx, np.int64(ZSTD_RESET_SESSION))) != 0:
+        return -1
+    io = np.empty(6, dtype=np.int64)  # ZSTD_outBuffer then ZSTD_inBuffer: pointer, size, position
+    io[0], io[1], io[2] = dst.ctypes.data + op, capacity, 0
+    io[3], io[4], io[5] = src.ctypes.data + start, n, 0
+    buffers = np.int64(io.ctypes.data)
+    for directive in (ZSTD_E_FLUSH, ZSTD_E_END):
+        left = call_zstd_stream(codecs[C_ZSTD_COMPRESS], (cctx, buffers, buffers + 24, np.int64(directive)))
+        if left != 0:  # an error code, or output left to flush: no room (the bound leaves plenty)
+            return -1
+    return op + io[2]
 
 
 # ---------------------------------------------------------------------------------------------- snappy

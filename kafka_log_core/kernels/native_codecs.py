@@ -1,9 +1,10 @@
 """Codec C entry points called from the compiled passes, so that no compressed batch costs a Python call.
 
 The libraries are the ones the codec packages we depend on ship in their wheels (never the OS's):
-libzstd inside ``zstandard``'s cffi module (``ZSTD_decompressDCtx``, ``ZSTD_compress2``), lz4 inside
-``lz4.block``'s extension (``LZ4_compress_fast_continue`` on a freshly reset stream, which is what
-``lz4.block.compress`` calls: the same bytes as our Python writer; ``LZ4_decompress_safe`` for the
+libzstd inside ``zstandard``'s cffi module (``ZSTD_decompressDCtx``; ``ZSTD_compressStream2`` with the size
+unknown, flushed then ended, as Kafka's ``ZstdOutputStream`` under its ``BufferedOutputStream``), lz4 inside
+``lz4.block``'s extension (``LZ4_compress_fast_extState``: what ``LZ4_compress_default`` runs, and what
+Kafka's lz4-java fast compressor writes; the same bytes as our Python writer; ``LZ4_decompress_safe`` for the
 blocks of a frame, what ``lz4.block.decompress`` calls), libdeflate inside ``deflate``'s
 (gzip members, one-shot: faster than zlib on batch-sized data, and bounded by the room it is given; its
 level-6 output is other bytes than zlib's for the same records). Their addresses, and one zstd context of each kind
@@ -18,7 +19,6 @@ address with the C signature, nothing else.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import threading
 
 import numpy as np
@@ -28,8 +28,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from kafka_log_core.format import compression
+from kafka_log_core.format.compression import module_library
 
-C_ZSTD_DECOMPRESS, C_ZSTD_DCTX, C_ZSTD_COMPRESS, C_ZSTD_CCTX, C_LZ4_COMPRESS, C_LZ4_RESET, C_LZ4_STATE = (
+C_ZSTD_DECOMPRESS, C_ZSTD_DCTX, C_ZSTD_COMPRESS, C_ZSTD_CCTX, C_LZ4_COMPRESS, C_ZSTD_RESET, C_LZ4_STATE = (
     range(7)
 )
 C_GZIP_DECOMPRESS, C_GZIP_DSTATE, C_GZIP_COMPRESS, C_GZIP_CSTATE, C_GZIP_BOUND = range(7, 12)
@@ -41,6 +42,8 @@ ZSTD_MAX_ERROR = 120  # results above ``2**64 - ZSTD_MAX_ERROR`` are error codes
 _ZSTD_C_LEVEL = 100  # ZSTD_c_compressionLevel
 _ZSTD_C_CONTENT_SIZE = 200  # ZSTD_c_contentSizeFlag (Kafka's streams write no content size)
 _ZSTD_C_CHECKSUM = 201  # ZSTD_c_checksumFlag
+ZSTD_RESET_SESSION = 1  # ZSTD_reset_session_only: a new frame, its size unknown, the parameters kept
+ZSTD_E_FLUSH, ZSTD_E_END = 1, 2  # ZSTD_EndDirective
 
 
 def _caller(result_bits: int, arg_bits: tuple[int, ...]):
@@ -75,12 +78,14 @@ def _caller(result_bits: int, arg_bits: tuple[int, ...]):
 
 # size_t f(ctx*, void *dst, size_t capacity, const void *src, size_t size): the zstd one-shot calls
 call_sized = _caller(64, (64, 64, 64, 64, 64))
-# int LZ4_compress_fast_continue(LZ4_stream_t*, const char *src, char *dst, int size, int capacity, int acceleration)
+# size_t ZSTD_compressStream2(ZSTD_CCtx*, ZSTD_outBuffer*, ZSTD_inBuffer*, ZSTD_EndDirective)
+call_zstd_stream = _caller(64, (64, 64, 64, 32))
+# size_t ZSTD_CCtx_reset(ZSTD_CCtx*, ZSTD_ResetDirective)
+call_zstd_reset = _caller(64, (64, 32))
+# int LZ4_compress_fast_extState(void *state, const char *src, char *dst, int size, int capacity, int acceleration)
 call_lz4 = _caller(32, (64, 64, 64, 32, 32, 32))
 # int LZ4_decompress_safe(const char *src, char *dst, int size, int capacity)
 call_lz4_block = _caller(32, (64, 64, 32, 32))
-# void LZ4_resetStream(LZ4_stream_t*)
-call_void = _caller(0, (64,))
 # enum libdeflate_result libdeflate_gzip_decompress_ex(d*, const void *in, size_t in_size, void *out,
 #     size_t out_room, size_t *in_used, size_t *out_used)
 call_inflate = _caller(32, (64, 64, 64, 64, 64, 64, 64))
@@ -92,26 +97,10 @@ def _address(lib: ctypes.CDLL, name: str) -> int:
     return int(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0)
 
 
-def _load(path: str) -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(path)
-    except OSError:
-        return None
-
-
-def _module_library(module: str, names: tuple[str, ...]) -> ctypes.CDLL | None:
-    """The shared library that a wheel's extension ``module`` is, found without importing the module, if its
-    package is installed and the library exports ``names``; None otherwise (the codec's Python path)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except ModuleNotFoundError:  # the package itself is missing (e.g. an executors' archive built before it)
-        return None
-    lib = _load(spec.origin) if spec is not None and spec.origin else None
-    return lib if lib is not None and all(hasattr(lib, name) for name in names) else None
-
-
 def _zstd_library() -> ctypes.CDLL | None:
-    lib = _module_library("zstandard._cffi", ("ZSTD_decompressDCtx", "ZSTD_compress2"))
+    lib = module_library(
+        "zstandard._cffi", ("ZSTD_decompressDCtx", "ZSTD_compressStream2", "ZSTD_CCtx_reset")
+    )
     if lib is None:
         return None
     lib.ZSTD_createDCtx.restype = lib.ZSTD_createCCtx.restype = ctypes.c_void_p
@@ -122,7 +111,7 @@ def _zstd_library() -> ctypes.CDLL | None:
 
 def _gzip_library() -> ctypes.CDLL | None:
     names = ("libdeflate_gzip_decompress_ex", "libdeflate_gzip_compress", "libdeflate_gzip_compress_bound")
-    lib = _module_library("deflate._deflate", names)
+    lib = module_library("deflate._deflate", names)
     if lib is None:
         return None
     lib.libdeflate_alloc_compressor.restype = lib.libdeflate_alloc_decompressor.restype = ctypes.c_void_p
@@ -131,9 +120,8 @@ def _gzip_library() -> ctypes.CDLL | None:
 
 
 def _lz4_library() -> ctypes.CDLL | None:
-    return _module_library(
-        "lz4.block._block",
-        ("LZ4_compress_fast_continue", "LZ4_resetStream", "LZ4_sizeofState", "LZ4_decompress_safe"),
+    return module_library(
+        compression.LZ4_MODULE, (compression.LZ4_COMPRESS, "LZ4_sizeofState", "LZ4_decompress_safe")
     )
 
 
@@ -166,13 +154,13 @@ def _new_table() -> tuple[np.ndarray, np.ndarray]:
         ):
             table[C_ZSTD_DECOMPRESS] = _address(zstd, "ZSTD_decompressDCtx")
             table[C_ZSTD_DCTX] = dctx
-            table[C_ZSTD_COMPRESS] = _address(zstd, "ZSTD_compress2")
+            table[C_ZSTD_COMPRESS] = _address(zstd, "ZSTD_compressStream2")
             table[C_ZSTD_CCTX] = cctx
+            table[C_ZSTD_RESET] = _address(zstd, "ZSTD_CCtx_reset")
     state = np.zeros(0, dtype=np.uint64)
     if lz4 is not None:
         state = np.zeros((lz4.LZ4_sizeofState() + 7) // 8, dtype=np.uint64)  # LZ4_stream_t, 8-byte aligned
-        table[C_LZ4_COMPRESS] = _address(lz4, "LZ4_compress_fast_continue")
-        table[C_LZ4_RESET] = _address(lz4, "LZ4_resetStream")
+        table[C_LZ4_COMPRESS] = _address(lz4, compression.LZ4_COMPRESS)
         table[C_LZ4_STATE] = state.ctypes.data
         table[C_LZ4_DECOMPRESS] = _address(lz4, "LZ4_decompress_safe")
     gzip = _LIBS["gzip"]
