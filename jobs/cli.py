@@ -15,15 +15,19 @@ from jobs import compact, export, options, package, report, retain
 from jobs.context import topic_pattern
 from kafka_log_core.errors import KafkaLogError, describe_os_error
 from kafka_log_core.javacompat import parse_java_integer
+from kafka_log_core.tools.cluster_metadata_text import CLUSTER_METADATA
 from kafka_log_core.tools.coordinator_records import OFFSETS, SHARE_GROUP_STATE, TRANSACTION_LOG
 from kafka_log_core.tools.dump import (
+    DECODER_CLASSES,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_SIZE,
     MAX_INT,
+    STRING_DECODER,
     DumpOptions,
     DumpReport,
     dump_file,
     error_line,
+    unknown_decoder_class,
 )
 
 
@@ -169,9 +173,31 @@ def offsets(
     help="Decode __transaction_state records as JSON (implies --print-data-log).",
 )
 @click.option(
+    "--cluster-metadata-decoder",
+    is_flag=True,
+    help="Decode KRaft metadata records (__cluster_metadata, snapshots) as JSON (implies --print-data-log).",
+)
+@click.option(
     "--share-group-state-decoder",
     is_flag=True,
     help="Decode __share_group_state records as JSON (implies --print-data-log).",
+)
+@click.option(
+    "--key-decoder-class",
+    is_flag=False,
+    flag_value=STRING_DECODER,
+    default=None,
+    metavar="CLASS",
+    help="Decode keys with one of Kafka's decoder classes (org.apache.kafka.tools.api.StringDecoder, "
+    "IntegerDecoder, LongDecoder, DefaultDecoder; implies --print-data-log).",
+)
+@click.option(
+    "--value-decoder-class",
+    is_flag=False,
+    flag_value=STRING_DECODER,
+    default=None,
+    metavar="CLASS",
+    help="Decode values with one of Kafka's decoder classes (as --key-decoder-class).",
 )
 @options.max_batch_bytes_option
 def dump(
@@ -185,7 +211,10 @@ def dump(
     skip_record_metadata: bool,
     offsets_decoder: bool,
     transaction_log_decoder: bool,
+    cluster_metadata_decoder: bool,
     share_group_state_decoder: bool,
+    key_decoder_class: str | None,
+    value_decoder_class: str | None,
     max_batch_bytes: int,
 ) -> None:
     """Print segment files exactly as Kafka's kafka-dump-log does.
@@ -195,12 +224,21 @@ def dump(
     """
     # kafka-dump-log takes the first decoder given in this order
     chosen = ((offsets_decoder, OFFSETS), (transaction_log_decoder, TRANSACTION_LOG),
-              (share_group_state_decoder, SHARE_GROUP_STATE))  # fmt: skip
+              (cluster_metadata_decoder, CLUSTER_METADATA), (share_group_state_decoder, SHARE_GROUP_STATE))  # fmt: skip
     decoder = next((name for given, name in chosen if given), "")
+    for param, name in (
+        ("--key-decoder-class", key_decoder_class),
+        ("--value-decoder-class", value_decoder_class),
+    ):
+        if name is not None and name not in DECODER_CLASSES:
+            raise click.BadParameter(unknown_decoder_class(name), param_hint=f"'{param}'")
+    classes_given = key_decoder_class is not None or value_decoder_class is not None
     options = DumpOptions(
         deep_iteration=deep_iteration,
-        print_data_log=print_data_log or bool(decoder),
+        print_data_log=print_data_log or bool(decoder) or classes_given,
         decoder=decoder,
+        key_decoder=key_decoder_class or STRING_DECODER,
+        value_decoder=value_decoder_class or STRING_DECODER,
         verify_index_only=verify_index_only,
         index_sanity_check=index_sanity_check,
         max_bytes=max_bytes,

@@ -1,55 +1,43 @@
-"""Records of the KRaft cluster metadata log (``__cluster_metadata-0``): framing and the types we read.
+"""Records of the KRaft cluster metadata log (``__cluster_metadata-0``): framing, the schemas of every
+record type of Kafka 4.4, and the types the config replay uses.
 
 Each record of a metadata batch has a null key; its value is one framed message (Kafka's
 ``MetadataRecordSerde``)::
 
     frame_version  unsigned varint   1 (0 was KRaft's 2.8 preview, refused)
-    api_key        unsigned varint   the record type (table below)
+    api_key        unsigned varint   the record type (:data:`METADATA_TYPES`)
     version        unsigned varint   the record type's schema version
     message        bytes             the fields of that version, to the end of the value
 
-Every metadata record type is a *flexible* message in all its versions: strings and arrays are
+Every metadata record type is a *flexible* message in all its versions: strings, bytes and arrays are
 "compact" (an unsigned varint holding length + 1, 0 meaning null), a uuid is 16 raw bytes, integers
-are big-endian, and the regular fields are followed by a tagged-field section::
+and doubles are big-endian, and each struct ends with its tagged fields (unsigned varint count, then tag,
+size and value each; a tag the version does not define is skipped by its size, as Kafka does). The
+fields are read by :mod:`~kafka_log_core.format.message_schema`.
 
-    count          unsigned varint
-    count x        tag (unsigned varint), size (unsigned varint), size bytes
-
-Tags we do not know are skipped by their size, as Kafka does. The types read here, from Kafka's
-message definitions (``metadata/src/main/resources/common/metadata/*.json``); ``tN`` is a tagged field:
-
-    2  TopicRecord            v0    name string, topic_id uuid
-    3  PartitionRecord        v0-2  partition_id int32, topic_id uuid, replicas []int32, isr []int32,
-                                    removing_replicas []int32, adding_replicas []int32, leader int32,
-                                    leader_epoch int32, partition_epoch int32, directories []uuid (v1+);
-                                    t0 leader_recovery_state int8, t1/t2 eligible leader replicas (v2+)
-    4  ConfigRecord           v0    resource_type int8, resource_name string, name string,
-                                    value nullable string (null: the setting was deleted)
-    5  PartitionChangeRecord  v0-2  partition_id int32, topic_id uuid; t0 isr, t1 leader int32 (-2: no
-                                    change), t2 replicas, t3 removing, t4 adding ([]int32, null: no
-                                    change), t5 leader_recovery_state int8, t8 directories (v1+), t6/t7 ELR
-    9  RemoveTopicRecord      v0    topic_id uuid
-    12 FeatureLevelRecord     v0    name string, feature_level int16
-    23 BeginTransactionRecord v0    t0 name       24 EndTransactionRecord v0 (no fields)
-    25 AbortTransactionRecord v0   t0 reason
-
-Any other api key (brokers, ACLs, quotas, producer ids, no-ops, ...) is returned as an
-:class:`OtherRecord` without decoding its body. A known type in a version newer than the table is an
-error: its fields cannot be read safely.
+:data:`METADATA_TYPES` holds, for each api key, the name Kafka's ``MetadataRecordType`` gives it, its
+highest version and its fields in the order Kafka's JSON converters write them (with the versions that
+have each field, the nullable ones, and a tagged field's tag and default), as Kafka 4.4's
+``kafka-metadata`` jar has them (its generated classes' schemas; a 3.9 log holds the same types in
+versions up to these). :func:`read_message` reads one value into a :class:`MetadataMessage` and refuses a
+malformed one with a :class:`MetadataParseError` that also carries the line Kafka's serde says for it;
+:func:`decode_record` turns the types the config replay needs into dataclasses and leaves the others
+as :class:`OtherRecord`.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kafka_log_core.errors import CorruptDataError
 from kafka_log_core.format.checkpoints import encode_uuid
-from kafka_log_core.format.kafka_message import INT8, INT16, INT32, MessageReader
+from kafka_log_core.format.kafka_message import MessageReader
+from kafka_log_core.format.message_schema import Field, Schema, read_struct
 
 FRAME_VERSION = 1
+_SHORT_MAX = 0x7FFF
 
 # ConfigResource.Type ids used by ConfigRecord.resource_type
 RESOURCE_TOPIC = 2
@@ -60,6 +48,330 @@ class CorruptMetadataError(CorruptDataError):
     """A record of the cluster metadata log (or a snapshot) cannot be decoded."""
 
 
+class MetadataParseError(CorruptMetadataError):
+    """A metadata record value :func:`read_message` refuses. ``kafka_text`` is what Kafka's serde says
+    about it (the text kafka-dump-log prints); the message says what was wrong and where."""
+
+    kafka_text = ""
+
+
+def _refused(kafka_text: str, detail: str, position: int | None = None) -> MetadataParseError:
+    err = MetadataParseError(detail, None, position)
+    err.kafka_text = kafka_text
+    return err
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataType:
+    """One metadata record type: Kafka's enum name, its highest version and its schema."""
+
+    name: str  # MetadataRecordType's name, e.g. TOPIC_RECORD
+    max_version: int
+    schema: Schema
+
+    @property
+    def message_name(self) -> str:
+        """The generated message's name, e.g. TopicRecord."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+def _type(name: str, max_version: int, *fields: Field) -> MetadataType:
+    return MetadataType(name, max_version, Schema(fields, flexible_from=0))
+
+
+_ENDPOINT = (
+    Field("name", "string"),
+    Field("host", "string"),
+    Field("port", "uint16"),
+    Field("securityProtocol", "int16"),
+)
+_FEATURE = (
+    Field("name", "string"),
+    Field("minSupportedVersion", "int16"),
+    Field("maxSupportedVersion", "int16"),
+)
+METADATA_TYPES: dict[int, MetadataType] = {
+    0: _type(
+        "REGISTER_BROKER_RECORD",
+        4,
+        Field("brokerId", "int32"),
+        Field("isMigratingZkBroker", "bool", "2+"),
+        Field("incarnationId", "uuid"),
+        Field("brokerEpoch", "int64"),
+        Field("endPoints", "[]", fields=_ENDPOINT),
+        Field("features", "[]", fields=_FEATURE),
+        Field("rack", "string", "0+", nullable="0+"),
+        Field("fenced", "bool"),
+        Field("inControlledShutdown", "bool", "1+"),
+        Field("logDirs", "[]uuid", "3+", tag=0, default=[]),
+        Field("cordonedLogDirs", "[]uuid", "4+", nullable="4+", tag=1, default=None),
+    ),
+    1: _type(
+        "UNREGISTER_BROKER_RECORD",
+        0,
+        Field("brokerId", "int32"),
+        Field("brokerEpoch", "int64"),
+    ),
+    2: _type(
+        "TOPIC_RECORD",
+        0,
+        Field("name", "string"),
+        Field("topicId", "uuid"),
+    ),
+    3: _type(
+        "PARTITION_RECORD",
+        2,
+        Field("partitionId", "int32"),
+        Field("topicId", "uuid"),
+        Field("replicas", "[]int32"),
+        Field("isr", "[]int32"),
+        Field("removingReplicas", "[]int32"),
+        Field("addingReplicas", "[]int32"),
+        Field("leader", "int32"),
+        Field("leaderRecoveryState", "int8", "0+", tag=0, default=0),
+        Field("leaderEpoch", "int32"),
+        Field("partitionEpoch", "int32"),
+        Field("directories", "[]uuid", "1+"),
+        Field("eligibleLeaderReplicas", "[]int32", "2+", nullable="2+", tag=1, default=None),
+        Field("lastKnownElr", "[]int32", "2+", nullable="2+", tag=2, default=None),
+    ),
+    4: _type(
+        "CONFIG_RECORD",
+        0,
+        Field("resourceType", "int8"),
+        Field("resourceName", "string"),
+        Field("name", "string"),
+        Field("value", "string", "0+", nullable="0+"),
+    ),
+    5: _type(
+        "PARTITION_CHANGE_RECORD",
+        2,
+        Field("partitionId", "int32"),
+        Field("topicId", "uuid"),
+        Field("isr", "[]int32", "0+", nullable="0+", tag=0, default=None),
+        Field("leader", "int32", "0+", tag=1, default=-2),
+        Field("replicas", "[]int32", "0+", nullable="0+", tag=2, default=None),
+        Field("removingReplicas", "[]int32", "0+", nullable="0+", tag=3, default=None),
+        Field("addingReplicas", "[]int32", "0+", nullable="0+", tag=4, default=None),
+        Field("leaderRecoveryState", "int8", "0+", tag=5, default=-1),
+        Field("directories", "[]uuid", "1+", nullable="1+", tag=8, default=None),
+        Field("eligibleLeaderReplicas", "[]int32", "2+", nullable="2+", tag=6, default=None),
+        Field("lastKnownElr", "[]int32", "2+", nullable="2+", tag=7, default=None),
+    ),
+    7: _type(
+        "FENCE_BROKER_RECORD",
+        0,
+        Field("id", "int32"),
+        Field("epoch", "int64"),
+    ),
+    8: _type(
+        "UNFENCE_BROKER_RECORD",
+        0,
+        Field("id", "int32"),
+        Field("epoch", "int64"),
+    ),
+    9: _type(
+        "REMOVE_TOPIC_RECORD",
+        0,
+        Field("topicId", "uuid"),
+    ),
+    10: _type(
+        "DELEGATION_TOKEN_RECORD",
+        0,
+        Field("owner", "string"),
+        Field("requester", "string"),
+        Field("renewers", "[]string"),
+        Field("issueTimestamp", "int64"),
+        Field("maxTimestamp", "int64"),
+        Field("expirationTimestamp", "int64"),
+        Field("tokenId", "string"),
+    ),
+    11: _type(
+        "USER_SCRAM_CREDENTIAL_RECORD",
+        0,
+        Field("name", "string"),
+        Field("mechanism", "int8"),
+        Field("salt", "bytes"),
+        Field("storedKey", "bytes"),
+        Field("serverKey", "bytes"),
+        Field("iterations", "int32"),
+    ),
+    12: _type(
+        "FEATURE_LEVEL_RECORD",
+        0,
+        Field("name", "string"),
+        Field("featureLevel", "int16"),
+    ),
+    14: _type(
+        "CLIENT_QUOTA_RECORD",
+        0,
+        Field(
+            "entity",
+            "[]",
+            fields=(Field("entityType", "string"), Field("entityName", "string", nullable="0+")),
+        ),
+        Field("key", "string"),
+        Field("value", "float64"),
+        Field("remove", "bool"),
+    ),
+    15: _type(
+        "PRODUCER_IDS_RECORD",
+        0,
+        Field("brokerId", "int32"),
+        Field("brokerEpoch", "int64"),
+        Field("nextProducerId", "int64"),
+    ),
+    17: _type(
+        "BROKER_REGISTRATION_CHANGE_RECORD",
+        3,
+        Field("brokerId", "int32"),
+        Field("brokerEpoch", "int64"),
+        Field("fenced", "int8", "0+", tag=0, default=0),
+        Field("inControlledShutdown", "int8", "1+", tag=1, default=0),
+        Field("logDirs", "[]uuid", "2+", tag=2, default=[]),
+        Field("cordonedLogDirs", "[]uuid", "3+", nullable="3+", tag=3, default=None),
+    ),
+    18: _type(
+        "ACCESS_CONTROL_ENTRY_RECORD",
+        0,
+        Field("id", "uuid"),
+        Field("resourceType", "int8"),
+        Field("resourceName", "string"),
+        Field("patternType", "int8"),
+        Field("principal", "string"),
+        Field("host", "string"),
+        Field("operation", "int8"),
+        Field("permissionType", "int8"),
+    ),
+    19: _type(
+        "REMOVE_ACCESS_CONTROL_ENTRY_RECORD",
+        0,
+        Field("id", "uuid"),
+    ),
+    20: _type("NO_OP_RECORD", 0),
+    21: _type(
+        "ZK_MIGRATION_STATE_RECORD",
+        0,
+        Field("zkMigrationState", "int8"),
+    ),
+    22: _type(
+        "REMOVE_USER_SCRAM_CREDENTIAL_RECORD",
+        0,
+        Field("name", "string"),
+        Field("mechanism", "int8"),
+    ),
+    23: _type(
+        "BEGIN_TRANSACTION_RECORD",
+        0,
+        Field("name", "string", "0+", nullable="0+", tag=0, default=None),
+    ),
+    24: _type("END_TRANSACTION_RECORD", 0),
+    25: _type(
+        "ABORT_TRANSACTION_RECORD",
+        0,
+        Field("reason", "string", "0+", nullable="0+", tag=0, default=None),
+    ),
+    26: _type(
+        "REMOVE_DELEGATION_TOKEN_RECORD",
+        0,
+        Field("tokenId", "string"),
+    ),
+    27: _type(
+        "REGISTER_CONTROLLER_RECORD",
+        0,
+        Field("controllerId", "int32"),
+        Field("incarnationId", "uuid"),
+        Field("zkMigrationReady", "bool"),
+        Field("endPoints", "[]", fields=_ENDPOINT),
+        Field("features", "[]", fields=_FEATURE),
+    ),
+    28: _type(
+        "CLEAR_ELR_RECORD",
+        0,
+        Field("topicName", "string"),
+    ),
+    29: _type(
+        "UNREGISTER_CONTROLLER_RECORD",
+        0,
+        Field("controllerId", "int32"),
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataMessage:
+    """One metadata record value: its api key, version and fields (JSON names; uuids as 16 bytes)."""
+
+    api_key: int
+    version: int
+    values: dict[str, Any]
+
+    @property
+    def type(self) -> MetadataType:
+        return METADATA_TYPES[self.api_key]
+
+
+def _short(r: MessageReader, entity: str) -> int:
+    """An unsigned varint taken as a Java short, as the serde reads the frame's three numbers."""
+    start = r.pos
+    try:
+        value = r.uvarint(entity)
+    except CorruptDataError as err:
+        raise _refused(f"Error while reading {entity}", err.detail, start) from err
+    value = (value + 2**31) % 2**32 - 2**31  # a Java int
+    if value > _SHORT_MAX:
+        raise _refused(f"Value for {entity} was too large.", f"{entity} {value} is over {_SHORT_MAX}", start)
+    return (value + 2**15) % 2**16 - 2**15
+
+
+def read_message(value: bytes) -> MetadataMessage:
+    """One metadata record value read as Kafka's ``MetadataRecordSerde`` reads it; a
+    :class:`MetadataParseError` (positions relative to the value) when it refuses it."""
+    r = MessageReader(value, error=CorruptMetadataError)
+    frame = _short(r, "frame version")
+    if frame == 0:
+        raise _refused(
+            "Could not deserialize metadata record with frame version 0. Note that upgrades from the preview "
+            "release of KRaft in 2.8 to newer versions are not supported.",
+            f"frame version 0, expected {FRAME_VERSION}",
+            0,
+        )
+    if frame != FRAME_VERSION:
+        raise _refused(
+            f"Could not deserialize metadata record due to unknown frame version {frame}(only frame version "
+            f"{FRAME_VERSION} is supported)",
+            f"frame version {frame}, expected {FRAME_VERSION}",
+            0,
+        )
+    api_key = _short(r, "type")
+    version = _short(r, "version")
+    kind = METADATA_TYPES.get(api_key)
+    if kind is None:
+        raise _refused(
+            f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}",
+            f"record type {api_key} is not a metadata record type of Kafka 4.4",
+            0,
+        )
+    what = f"{kind.message_name} v{version}"
+    failed = f"Failed to deserialize record with type {api_key}"
+    if not 0 <= version <= kind.max_version:
+        raise _refused(
+            failed, f"{what}: versions up to {kind.max_version} are known (written by a newer Kafka?)", 0
+        )
+    try:
+        values = read_struct(r, kind.schema.fields, version, True)
+    except CorruptDataError as err:
+        raise _refused(failed, f"{what}: {err.detail}", err.position) from err
+    if r.pos != r.end:
+        raise _refused(
+            f"Found {r.end - r.pos} byte(s) of garbage after {api_key}",
+            f"{what}: {r.end - r.pos} bytes left after the last field",
+            r.pos,
+        )
+    return MetadataMessage(api_key, version, values)
+
+
+# --------------------------------------------------------------------------------------------- replay types
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
     name: str
@@ -112,7 +424,7 @@ class TransactionRecord:
 
 @dataclass(frozen=True, slots=True)
 class OtherRecord:
-    """A record type this module does not read (its body is not decoded)."""
+    """A record type the replay does not use (its body is not read)."""
 
     api_key: int
     version: int
@@ -124,182 +436,37 @@ MetadataRecord = (
 )  # fmt: skip
 
 
-# --- primitive readers: each reads one value at the cursor and moves it past ---------------------------------
+def _ints(values: Any) -> tuple[int, ...] | None:
+    return None if values is None else tuple(values)
 
 
-def _reader(buf: bytes, pos: int = 0, end: int | None = None) -> MessageReader:
-    return MessageReader(buf, pos, end, CorruptMetadataError)
-
-
-def _int8(r: MessageReader, what: str) -> int:
-    return r.fixed(INT8, what)
-
-
-def _int16(r: MessageReader, what: str) -> int:
-    return r.fixed(INT16, what)
-
-
-def _int32(r: MessageReader, what: str) -> int:
-    return r.fixed(INT32, what)
-
-
-def _uuid(r: MessageReader, what: str) -> str:
-    return encode_uuid(r.uuid(what))
-
-
-def _string(r: MessageReader, what: str) -> str | None:
-    length = r.uvarint(what) - 1
-    if length < 0:
-        return None
-    start = r.pos
-    try:
-        return r.take(length, what).decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise CorruptMetadataError(f"{what}: not UTF-8 ({err.reason})", None, start) from err
-
-
-def _int32_array(r: MessageReader, what: str) -> tuple[int, ...] | None:
-    count = r.uvarint(what) - 1
-    if count < 0:
-        return None
-    data = r.take(4 * count, what)
-    return struct.unpack(f">{count}i", data)
-
-
-def _uuid_array(r: MessageReader, what: str) -> tuple[str, ...] | None:
-    count = r.uvarint(what) - 1
-    if count < 0:
-        return None
-    return tuple(_uuid(r, what) for _ in range(count))
-
-
-Read = Callable[[MessageReader, str], Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    name: str
-    read: Read
-    since: int = 0  # first version that has the field
-    nullable: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Schema:
-    name: str
-    max_version: int
-    fields: tuple[_Field, ...]
-    tagged: dict[int, _Field]
-    build: Callable[[dict[str, Any]], MetadataRecord]
-
-
-def _f(name: str, read: Read, since: int = 0, nullable: bool = False) -> _Field:
-    return _Field(name, read, since, nullable)
-
-
-SCHEMAS: dict[int, _Schema] = {
-    2: _Schema(
-        "TopicRecord", 0, (_f("name", _string), _f("topic_id", _uuid)), {},
-        lambda v: TopicRecord(v["name"], v["topic_id"]),
+_BUILDERS: dict[int, Callable[[dict[str, Any]], MetadataRecord]] = {
+    2: lambda v: TopicRecord(v["name"], encode_uuid(v["topicId"])),
+    3: lambda v: PartitionRecord(
+        encode_uuid(v["topicId"]), v["partitionId"], tuple(v["replicas"]), tuple(v["isr"]), v["leader"]
     ),
-    3: _Schema(
-        "PartitionRecord", 2,
-        (
-            _f("partition_id", _int32), _f("topic_id", _uuid), _f("replicas", _int32_array),
-            _f("isr", _int32_array), _f("removing_replicas", _int32_array),
-            _f("adding_replicas", _int32_array), _f("leader", _int32), _f("leader_epoch", _int32),
-            _f("partition_epoch", _int32), _f("directories", _uuid_array, since=1),
-        ),
-        {
-            0: _f("leader_recovery_state", _int8),
-            1: _f("eligible_leader_replicas", _int32_array, 2, True),
-            2: _f("last_known_elr", _int32_array, 2, True),
-        },
-        lambda v: PartitionRecord(v["topic_id"], v["partition_id"], v["replicas"], v["isr"], v["leader"]),
+    4: lambda v: ConfigRecord(v["resourceType"], v["resourceName"], v["name"], v["value"]),
+    5: lambda v: PartitionChangeRecord(
+        encode_uuid(v["topicId"]), v["partitionId"], _ints(v.get("isr")), v.get("leader", -2),
+        _ints(v.get("replicas")),
     ),
-    4: _Schema(
-        "ConfigRecord", 0,
-        (
-            _f("resource_type", _int8), _f("resource_name", _string), _f("name", _string),
-            _f("value", _string, nullable=True),
-        ),
-        {},
-        lambda v: ConfigRecord(v["resource_type"], v["resource_name"], v["name"], v["value"]),
-    ),
-    5: _Schema(
-        "PartitionChangeRecord", 2, (_f("partition_id", _int32), _f("topic_id", _uuid)),
-        {
-            0: _f("isr", _int32_array, nullable=True),
-            1: _f("leader", _int32),
-            2: _f("replicas", _int32_array, nullable=True),
-            3: _f("removing_replicas", _int32_array, nullable=True),
-            4: _f("adding_replicas", _int32_array, nullable=True),
-            5: _f("leader_recovery_state", _int8),
-            6: _f("eligible_leader_replicas", _int32_array, 2, True),
-            7: _f("last_known_elr", _int32_array, 2, True),
-            8: _f("directories", _uuid_array, 1, True),
-        },
-        lambda v: PartitionChangeRecord(
-            v["topic_id"], v["partition_id"], v.get("isr"), v.get("leader", -2), v.get("replicas")
-        ),
-    ),
-    9: _Schema("RemoveTopicRecord", 0, (_f("topic_id", _uuid),), {}, lambda v: RemoveTopicRecord(v["topic_id"])),
-    12: _Schema(
-        "FeatureLevelRecord", 0, (_f("name", _string), _f("feature_level", _int16)), {},
-        lambda v: FeatureLevelRecord(v["name"], v["feature_level"]),
-    ),
-    23: _Schema(
-        "BeginTransactionRecord", 0, (), {0: _f("name", _string, nullable=True)},
-        lambda v: TransactionRecord("begin"),
-    ),
-    24: _Schema("EndTransactionRecord", 0, (), {}, lambda v: TransactionRecord("end")),
-    25: _Schema(
-        "AbortTransactionRecord", 0, (), {0: _f("reason", _string, nullable=True)},
-        lambda v: TransactionRecord("abort"),
-    ),
+    9: lambda v: RemoveTopicRecord(encode_uuid(v["topicId"])),
+    12: lambda v: FeatureLevelRecord(v["name"], v["featureLevel"]),
+    23: lambda v: TransactionRecord("begin"),
+    24: lambda v: TransactionRecord("end"),
+    25: lambda v: TransactionRecord("abort"),
 }  # fmt: skip
 
 
 def decode_record(value: bytes) -> MetadataRecord:
-    """Decode one metadata record value (positions in errors are relative to the value)."""
-    r = _reader(value)
-    frame = r.uvarint("frame version")
+    """The replay's view of one metadata record value (positions in errors are relative to the value);
+    the types it does not use are not read beyond their frame."""
+    r = MessageReader(value, error=CorruptMetadataError)
+    frame = _short(r, "frame version")
     if frame != FRAME_VERSION:
         raise CorruptMetadataError(f"frame version {frame}, expected {FRAME_VERSION}", None, 0)
-    api_key = r.uvarint("record type")
-    version = r.uvarint("record version")
-    schema = SCHEMAS.get(api_key)
-    if schema is None:
+    api_key, version = _short(r, "type"), _short(r, "version")
+    build = _BUILDERS.get(api_key)
+    if build is None:
         return OtherRecord(api_key, version)
-    what = f"{schema.name} v{version}"
-    if version > schema.max_version:
-        raise CorruptMetadataError(
-            f"{what}: versions up to {schema.max_version} are known (written by a newer Kafka?)", None, 0
-        )
-    values: dict[str, Any] = {}
-    for field in schema.fields:
-        if version >= field.since:
-            values[field.name] = _read_field(r, field, f"{what} field {field.name}")
-    for _ in range(r.uvarint(f"{what} tagged field count")):
-        tag = r.uvarint(f"{what} tag")
-        size = r.uvarint(f"{what} tag {tag} size")
-        body = _reader(r.buf, r.pos, r.pos + size)
-        r.take(size, f"{what} tag {tag}")
-        tagged = schema.tagged.get(tag)
-        if tagged is None or version < tagged.since:
-            continue  # a tag this version does not define: skipped, as Kafka does
-        values[tagged.name] = _read_field(body, tagged, f"{what} tagged field {tagged.name}")
-        if body.pos != body.end:
-            raise CorruptMetadataError(
-                f"{what} tagged field {tagged.name}: {body.end - body.pos} bytes left over", None, body.pos
-            )
-    if r.pos != r.end:
-        raise CorruptMetadataError(f"{what}: {r.end - r.pos} bytes left after the last field", None, r.pos)
-    return schema.build(values)
-
-
-def _read_field(r: MessageReader, field: _Field, what: str) -> Any:
-    value = field.read(r, what)
-    if value is None and not field.nullable:
-        raise CorruptMetadataError(f"{what}: null in a non-nullable field", None, r.pos)
-    return value
+    return build(read_message(value).values)

@@ -5,7 +5,7 @@ print them (Kafka 4.4's ``DumpLogSegments``).
 A coordinator record's key is ``int16 type`` then the key's fields (read with the type as version); its
 value is ``int16 version`` then the value's fields in that version (a null value is a tombstone, printed
 ``<DELETE>``).
-The fields are Kafka's message schemas, written out below as :mod:`~kafka_log_core.tools.message_schema`
+The fields are Kafka's message schemas, written out below as :mod:`~kafka_log_core.format.message_schema`
 tables and printed as::
 
     key    {"type":"<type>","data":{<fields>}}
@@ -25,10 +25,10 @@ from __future__ import annotations
 import struct
 
 from kafka_log_core.errors import CorruptDataError
+from kafka_log_core.format import message_schema
 from kafka_log_core.format.kafka_message import MessageReader
-from kafka_log_core.tools import message_schema
+from kafka_log_core.format.message_schema import Field, Schema
 from kafka_log_core.tools.json_text import to_json
-from kafka_log_core.tools.message_schema import Field, Schema
 
 OFFSETS = "offsets"
 TRANSACTION_LOG = "transaction-log"

@@ -45,6 +45,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -62,6 +63,7 @@ from kafka_log_core.format import (
     compression,
     legacy_records,
     log_file,
+    message_schema,
     offset_index,
     producer_snapshot,
     record_batch,
@@ -70,20 +72,21 @@ from kafka_log_core.format import (
 from kafka_log_core.format.index_base import read_index_file
 from kafka_log_core.format.kafka_message import UUID_SIZE, MessageReader
 from kafka_log_core.format.log_file import FileBatch
+from kafka_log_core.format.message_schema import Field, Schema
 from kafka_log_core.format.producer_snapshot import ProducerSnapshotEntry
 from kafka_log_core.format.record_batch import BatchHeader, Record
 from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafka_log_core.format.txn_index import KIND as TXN_KIND
 from kafka_log_core.javacompat import JavaHashMap, parse_java_integer
-from kafka_log_core.tools import coordinator_records, message_schema
+from kafka_log_core.tools import cluster_metadata_text, coordinator_records
 from kafka_log_core.tools.json_text import to_json
-from kafka_log_core.tools.message_schema import Field, Schema
 
 DEFAULT_MAX_BYTES = MAX_INT  # Kafka's default for --max-bytes: "read everything"
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size: bytes read at each offset-index position
 RECORD_INDENT = "|"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+STRING_DECODER = "org.apache.kafka.tools.api.StringDecoder"  # --key/--value-decoder-class's default
 _DUMP_WINDOW = 8 * 1024 * 1024  # bytes of a .log read at a time
 _SCAN_WINDOW = 16 * 1024  # from an index position the wanted batch is usually a few KiB away
 _WARM_INDEX_BYTES = 8192  # AbstractIndex: lookups first search the last 8 KiB of entries
@@ -105,10 +108,15 @@ class DumpOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     skip_record_metadata: bool = False
-    decoder: str = ""  # a coordinator_records decoder (implies print_data_log), or none
+    decoder: str = ""  # a coordinator_records decoder or CLUSTER_METADATA (implies print_data_log), or none
+    key_decoder: str = STRING_DECODER  # --key-decoder-class / --value-decoder-class: DECODER_CLASSES
+    value_decoder: str = STRING_DECODER
     max_batch_bytes: int = compression.MAX_BATCH_BYTES  # the most one batch's records may decompress to
 
     def __post_init__(self) -> None:
+        for side in (self.key_decoder, self.value_decoder):
+            if side not in DECODER_CLASSES:
+                raise UsageError(unknown_decoder_class(side))
         for name in ("max_bytes", "max_message_size"):
             value = getattr(self, name)
             if not 0 <= value <= MAX_INT:
@@ -440,13 +448,15 @@ def record_line(batch: FileBatch, record: Record | legacy_records.LegacyRecord, 
             parts.append(_control_text(batch, record))
     if options.print_data_log and not batch.is_control:
         prefix = RECORD_INDENT + " " if options.skip_record_metadata else " "
-        if options.decoder:
+        if options.decoder == cluster_metadata_text.CLUSTER_METADATA:
+            key, payload = None, cluster_metadata_text.payload(record.offset, record.value)
+        elif options.decoder:
             key, payload = coordinator_records.decode(
                 options.decoder, record.offset, record.key, record.value
             )
         else:
-            key = None if record.key is None else _utf8(record.key)
-            payload = None if record.value is None else _utf8(record.value)
+            key = _class_decoded(options.key_decoder, record.key, "key", batch, record)
+            payload = _class_decoded(options.value_decoder, record.value, "value", batch, record)
         if key is not None:
             parts.append(f"{prefix}key: {key}")
             prefix = " "
@@ -492,6 +502,61 @@ def _utf8(data: bytes) -> str:
 
 
 _ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]?")
+
+
+# ---------------------------------------------------------------------------------------------- decoder classes
+def _fixed_width(size: int) -> Callable[[bytes], str]:
+    """IntegerDecoder / LongDecoder: ``ByteBuffer.wrap(bytes).getInt()`` (``getLong()``), the first bytes
+    big-endian, the rest ignored; fewer bytes is Java's BufferUnderflowException (None here)."""
+
+    def decode(data: bytes) -> str | None:
+        if len(data) < size:
+            return None
+        return str(int.from_bytes(data[:size], "big", signed=True))
+
+    return decode
+
+
+def _array_identity(data: bytes) -> str:
+    """DefaultDecoder hands the ``byte[]`` itself, which Java prints as ``[B@<identity hash>``, a number
+    that changes from run to run: the CRC32 of the bytes stands in for it here."""
+    return f"[B@{zlib.crc32(data):x}"
+
+
+#: The decoder classes Kafka 4.4 ships (kafka-tools-api) and what each makes of a key's or value's bytes.
+DECODER_CLASSES: dict[str, Callable[[bytes], str | None]] = {
+    STRING_DECODER: _utf8,
+    "org.apache.kafka.tools.api.IntegerDecoder": _fixed_width(4),
+    "org.apache.kafka.tools.api.LongDecoder": _fixed_width(8),
+    "org.apache.kafka.tools.api.DefaultDecoder": _array_identity,
+}
+
+
+def unknown_decoder_class(name: str) -> str:
+    return (
+        f"decoder class {name!r} is not one Kafka ships ({', '.join(sorted(DECODER_CLASSES))}); "
+        "other classes cannot be loaded here"
+    )
+
+
+def _class_decoded(
+    decoder: str,
+    data: bytes | None,
+    side: str,
+    batch: FileBatch,
+    record: Record | legacy_records.LegacyRecord,
+) -> str | None:
+    if data is None:
+        return None
+    text = DECODER_CLASSES[decoder](data)
+    if text is None:
+        raise CorruptRecordError(
+            f"record at offset {record.offset}: {decoder.rsplit('.', 1)[-1]} cannot read a number from its "
+            f"{len(data)}-byte {side}",
+            batch.path,
+            batch.position,
+        )
+    return text
 
 
 def _java_bool(value: bool) -> str:

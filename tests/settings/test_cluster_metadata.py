@@ -107,18 +107,18 @@ def test_unknown_tags_are_skipped_and_known_ones_read():
         (frame(2, 1, b""), r"TopicRecord v1: versions up to 0 are known"),
         (
             frame(2, 0, string("orders") + uuid(A)[:10]),
-            r"TopicRecord v0 field topic_id: 16 bytes needed, 10 left",
+            r"TopicRecord v0: topicId: 16 bytes needed, 10 left",
         ),
         (frame(2, 0, string("orders") + uuid(A) + tagged() + b"\x00"), r"1 bytes left after the last field"),
-        (frame(2, 0, string(None) + uuid(A) + tagged()), r"field name: null in a non-nullable field"),
+        (frame(2, 0, string(None) + uuid(A) + tagged()), r"TopicRecord v0: non-nullable field name was serialized as null"),
         (
             frame(4, 0, b"\x02" + bytes([100]) + b"ab"),
-            r"ConfigRecord v0 field resource_name: 99 bytes needed, 2 left",
+            r"ConfigRecord v0: resourceName: 99 bytes needed, 2 left",
         ),
         (frame(2, 0, b"\xff\xff\xff\xff\xff\x01"), r"unsigned varint longer than 5 bytes"),
         (
             frame(5, 0, b"\x00\x00\x00\x01" + uuid(A) + tagged((1, b"\x00"))),
-            r"tagged field leader: 4 bytes needed",
+            r"PartitionChangeRecord v0: leader: 4 bytes needed",
         ),
     ],
 )

@@ -6,8 +6,8 @@ A :class:`Schema` lists its fields in order, each with the versions that have it
 From ``flexible_from`` on, strings, bytes and arrays are compact (unsigned varint length + 1, 0 = null) and
 each struct ends with its tagged fields (unsigned varint count, then tag, size and value each); before it,
 strings have int16 lengths and bytes and arrays int32 ones (-1 = null). Kinds: ``int8`` .. ``int64``,
-``uint16``, ``bool``, ``string``, ``bytes``, ``uuid``, ``[]int32`` / ``[]string`` (arrays of those), ``[]``
-(an array of structs) and ``{}`` (one struct), the last two with ``fields``.
+``uint16``, ``float64``, ``bool``, ``string``, ``bytes``, ``uuid``, ``[]int32`` / ``[]string`` / ``[]uuid``
+(arrays of those), ``[]`` (an array of structs) and ``{}`` (one struct), the last two with ``fields``.
 
 The JSON is what Kafka's converters write at a given version: fields in schema order, a tagged field only
 when it is not its default, a field the read version did not have as its default, a uuid as Kafka prints
@@ -17,6 +17,7 @@ kafka-dump-log reads the KRaft control records at version 0 and writes them at t
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from kafka_log_core.format.kafka_message import INT8, INT16, INT32, INT64, UINT1
 
 MAX_STRING_LENGTH = 0x7FFF  # a compact string longer than this is refused by Kafka's generated readers
 _FIXED = {"int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64, "uint16": UINT16}
+_FLOAT64 = struct.Struct(">d")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,8 @@ def _read_value(r: MessageReader, field: Field, version: int, flexible: bool) ->
         return r.fixed(_FIXED[kind], field.name)
     if kind == "bool":
         return r.fixed(INT8, field.name) != 0
+    if kind == "float64":
+        return float(_FLOAT64.unpack(r.take(_FLOAT64.size, field.name))[0])
     if kind == "uuid":
         return r.uuid(field.name)
     if kind == "{}":
@@ -135,6 +139,8 @@ def as_json(fields: Sequence[Field], values: Mapping[str, object], version: int)
             continue
         if field.kind == "uuid" and isinstance(value, bytes):
             value = encode_uuid(value)
+        elif field.kind == "[]uuid" and isinstance(value, list):
+            value = [encode_uuid(item) for item in value]
         elif field.kind == "[]" and isinstance(value, list):
             value = [as_json(field.fields, item, version) for item in value]
         elif field.kind == "{}" and isinstance(value, Mapping):
