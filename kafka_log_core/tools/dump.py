@@ -35,9 +35,13 @@ Deliberate differences from Kafka's tool, all outside its normal output:
 * so do a corrupt producer snapshot and a partial batch at the end of a ``.log`` (after Kafka's "Found N
   invalid bytes" line), where Kafka prints a message or that line and exits 0;
 * ``--index-sanity-check`` reads only the index itself (Kafka also opens the ``.log`` and ``.index``);
-* of the decoder options only ``--offsets-decoder``, ``--transaction-log-decoder`` and
-  ``--share-group-state-decoder`` are offered (:mod:`~kafka_log_core.tools.coordinator_records`), not
-  ``--key-decoder-class`` and the others.
+* the decoders offered are ``--offsets-decoder``, ``--transaction-log-decoder``,
+  ``--share-group-state-decoder`` (:mod:`~kafka_log_core.tools.coordinator_records`),
+  ``--cluster-metadata-decoder`` (:mod:`~kafka_log_core.tools.cluster_metadata_text`) and, for
+  ``--key-decoder-class`` / ``--value-decoder-class``, the four classes Kafka ships (:data:`DECODER_CLASSES`):
+  Kafka loads any class, we refuse other names; ``DefaultDecoder``'s ``[B@<identity hash>`` has the bytes'
+  CRC32 in place of the hash; a number decoder short of bytes is an error naming the record (Kafka dies);
+  ``--remote-log-metadata-decoder`` is not offered.
 """
 
 from __future__ import annotations
@@ -448,6 +452,8 @@ def record_line(batch: FileBatch, record: Record | legacy_records.LegacyRecord, 
             parts.append(_control_text(batch, record))
     if options.print_data_log and not batch.is_control:
         prefix = RECORD_INDENT + " " if options.skip_record_metadata else " "
+        key: str | None
+        payload: str | None
         if options.decoder == cluster_metadata_text.CLUSTER_METADATA:
             key, payload = None, cluster_metadata_text.payload(record.offset, record.value)
         elif options.decoder:
@@ -505,7 +511,7 @@ _ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]?")
 
 
 # ---------------------------------------------------------------------------------------------- decoder classes
-def _fixed_width(size: int) -> Callable[[bytes], str]:
+def _fixed_width(size: int) -> Callable[[bytes], str | None]:
     """IntegerDecoder / LongDecoder: ``ByteBuffer.wrap(bytes).getInt()`` (``getLong()``), the first bytes
     big-endian, the rest ignored; fewer bytes is Java's BufferUnderflowException (None here)."""
 

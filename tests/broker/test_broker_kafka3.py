@@ -223,3 +223,15 @@ def test_the_round_end_rule_follows_the_release(kafka3):
     assert [b for b in kafka_392 if b != kept] == kafka
     for name in PARTITIONS:
         assert log_files(dirs["ours-3.9.2"] / name) == log_files(dirs["kafka-3.9.2"] / name), name
+
+
+def test_the_3x_metadata_log_dumps_as_kafka_44s_cluster_metadata_decoder_prints_it(kafka3, kafka_jars):
+    """What a 3.9 broker's metadata log holds (its registration, feature levels, topics, configs) is read
+    and printed by our --cluster-metadata-decoder as by Kafka 4.4's own tool."""
+    from tests.broker.test_broker_dump import _compare_with_kafka, _kafka_dump
+
+    metadata = kafka3["source"] / "__cluster_metadata-0"
+    files = sorted(metadata.glob("*.checkpoint")) + sorted(metadata.glob("*.log"))
+    _compare_with_kafka(_kafka_dump(), files, ["--cluster-metadata-decoder"])
+    printed = run_dump_log_segments(files, "--cluster-metadata-decoder", lib_dir=kafka_jars).stdout
+    assert '"type":"REGISTER_BROKER_RECORD"' in printed and "Error at" not in printed

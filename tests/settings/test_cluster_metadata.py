@@ -110,7 +110,10 @@ def test_unknown_tags_are_skipped_and_known_ones_read():
             r"TopicRecord v0: topicId: 16 bytes needed, 10 left",
         ),
         (frame(2, 0, string("orders") + uuid(A) + tagged() + b"\x00"), r"1 bytes left after the last field"),
-        (frame(2, 0, string(None) + uuid(A) + tagged()), r"TopicRecord v0: non-nullable field name was serialized as null"),
+        (
+            frame(2, 0, string(None) + uuid(A) + tagged()),
+            r"TopicRecord v0: non-nullable field name was serialized as null",
+        ),
         (
             frame(4, 0, b"\x02" + bytes([100]) + b"ab"),
             r"ConfigRecord v0: resourceName: 99 bytes needed, 2 left",

@@ -78,3 +78,71 @@ def test_file_named_like_kafka_does_java_io_file(tmp_path):
         "00000000000000000000.log",
         "/work/a/b/00000000000000000000.log",
     )
+
+
+# ---------------------------------------------------------------------------------------------- decoder classes
+def _numbers_segment(tmp_path, key: bytes | None, value: bytes | None):
+    from kafka_log_core.format import record_batch
+    from kafka_log_core.format.record_batch import Record
+
+    batch = record_batch.build_batch(0, [Record(0, 1, key, value)])
+    return write(tmp_path, segment_name(0, ".log"), batch)
+
+
+def test_a_decoder_class_kafka_does_not_ship_is_a_usage_error(tmp_path):
+    log = write(tmp_path, segment_name(0, ".log"), E1)
+    result = run_dump("--files", log, "--value-decoder-class", "com.example.AvroDecoder")
+    assert result.exit_code == 2
+    assert "'com.example.AvroDecoder' is not one Kafka ships" in result.stderr
+    assert "Dumping" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("decoder", "data", "shown"),
+    [
+        ("IntegerDecoder", (-2).to_bytes(4, "big", signed=True) + b"rest", "-2"),
+        ("LongDecoder", (2**40).to_bytes(8, "big"), str(2**40)),
+        ("StringDecoder", "héllo".encode(), "héllo"),
+        ("DefaultDecoder", b"\x00\x01", "[B@"),
+    ],
+)
+def test_the_decoder_classes_read_keys_and_values_as_kafkas_do(tmp_path, decoder, data, shown):
+    log = _numbers_segment(tmp_path, data, data)
+    name = f"org.apache.kafka.tools.api.{decoder}"
+    result = run_dump("--files", log, "--key-decoder-class", name, "--value-decoder-class", name)
+    assert result.exit_code == 0
+    record = result.stdout.splitlines()[-1]
+    assert f" key: {shown}" in record and f" payload: {shown}" in record
+
+
+def test_a_number_decoder_on_too_few_bytes_names_the_file_and_batch(tmp_path):
+    """Kafka's tool dies with a BufferUnderflowException; ours says which record and goes on (exit 1)."""
+    log = _numbers_segment(tmp_path, b"\x01\x02", b"v")
+    result = run_dump("--files", log, "--key-decoder-class", "org.apache.kafka.tools.api.IntegerDecoder")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"error: {log} at position 0: record at offset 0: IntegerDecoder cannot read a number from its "
+        "2-byte key"
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- cluster metadata
+def test_cluster_metadata_records_print_as_json_payloads_without_keys(tmp_path):
+    from tests.metadata_build import config_record, metadata_batch, topic_record
+
+    topic_id = "Q1T14e0ESROO3ruypoOXLg"
+    batch = metadata_batch(
+        0, [topic_record("orders", topic_id), config_record(2, "orders", "x", None), b"\x00"]
+    )
+    log = write(tmp_path / "__cluster_metadata-0", segment_name(0, ".log"), batch)
+    result = run_dump("--files", log, "--cluster-metadata-decoder", "--skip-record-metadata")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[3:] == [
+        '| payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"orders","topicId":"'
+        + topic_id
+        + '"}}',
+        '| payload: {"type":"CONFIG_RECORD","version":0,"data":{"resourceType":2,"resourceName":"orders",'
+        '"name":"x","value":null}}',
+        "| payload: Error at 2, skipping. Could not deserialize metadata record with frame version 0. Note that "
+        "upgrades from the preview release of KRaft in 2.8 to newer versions are not supported.",
+    ]
