@@ -29,6 +29,7 @@ from kafka_log_core.tools.dump import (
     error_line,
     unknown_decoder_class,
 )
+from kafka_log_core.tools.remote_log_metadata_text import REMOTE_LOG_METADATA
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -178,6 +179,11 @@ def offsets(
     help="Decode KRaft metadata records (__cluster_metadata, snapshots) as JSON (implies --print-data-log).",
 )
 @click.option(
+    "--remote-log-metadata-decoder",
+    is_flag=True,
+    help="Decode __remote_log_metadata records as Kafka prints them (implies --print-data-log).",
+)
+@click.option(
     "--share-group-state-decoder",
     is_flag=True,
     help="Decode __share_group_state records as JSON (implies --print-data-log).",
@@ -212,6 +218,7 @@ def dump(
     offsets_decoder: bool,
     transaction_log_decoder: bool,
     cluster_metadata_decoder: bool,
+    remote_log_metadata_decoder: bool,
     share_group_state_decoder: bool,
     key_decoder_class: str | None,
     value_decoder_class: str | None,
@@ -224,7 +231,8 @@ def dump(
     """
     # kafka-dump-log takes the first decoder given in this order
     chosen = ((offsets_decoder, OFFSETS), (transaction_log_decoder, TRANSACTION_LOG),
-              (cluster_metadata_decoder, CLUSTER_METADATA), (share_group_state_decoder, SHARE_GROUP_STATE))  # fmt: skip
+              (cluster_metadata_decoder, CLUSTER_METADATA), (remote_log_metadata_decoder, REMOTE_LOG_METADATA),
+              (share_group_state_decoder, SHARE_GROUP_STATE))  # fmt: skip
     decoder = next((name for given, name in chosen if given), "")
     for param, name in (
         ("--key-decoder-class", key_decoder_class),

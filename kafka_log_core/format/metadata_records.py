@@ -27,7 +27,7 @@ as :class:`OtherRecord`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,15 +300,12 @@ METADATA_TYPES: dict[int, MetadataType] = {
 
 @dataclass(frozen=True, slots=True)
 class MetadataMessage:
-    """One metadata record value: its api key, version and fields (JSON names; uuids as 16 bytes)."""
+    """One record value: its api key, type, version and fields (JSON names; uuids as 16 bytes)."""
 
     api_key: int
+    type: MetadataType
     version: int
     values: dict[str, Any]
-
-    @property
-    def type(self) -> MetadataType:
-        return METADATA_TYPES[self.api_key]
 
 
 def _short(r: MessageReader, entity: str) -> int:
@@ -324,9 +321,10 @@ def _short(r: MessageReader, entity: str) -> int:
     return (value + 2**15) % 2**16 - 2**15
 
 
-def read_message(value: bytes) -> MetadataMessage:
+def read_message(value: bytes, types: Mapping[int, MetadataType] = METADATA_TYPES) -> MetadataMessage:
     """One metadata record value read as Kafka's ``MetadataRecordSerde`` reads it; a
-    :class:`MetadataParseError` (positions relative to the value) when it refuses it."""
+    :class:`MetadataParseError` (positions relative to the value) when it refuses it. ``types``: the record
+    types of another log framed the same way (``__remote_log_metadata``'s)."""
     r = MessageReader(value, error=CorruptMetadataError)
     frame = _short(r, "frame version")
     if frame == 0:
@@ -345,11 +343,11 @@ def read_message(value: bytes) -> MetadataMessage:
         )
     api_key = _short(r, "type")
     version = _short(r, "version")
-    kind = METADATA_TYPES.get(api_key)
+    kind = types.get(api_key)
     if kind is None:
         raise _refused(
             f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}",
-            f"record type {api_key} is not a metadata record type of Kafka 4.4",
+            f"record type {api_key} is not one Kafka 4.4 knows here",
             0,
         )
     what = f"{kind.message_name} v{version}"
@@ -368,7 +366,7 @@ def read_message(value: bytes) -> MetadataMessage:
             f"{what}: {r.end - r.pos} bytes left after the last field",
             r.pos,
         )
-    return MetadataMessage(api_key, version, values)
+    return MetadataMessage(api_key, kind, version, values)
 
 
 # --------------------------------------------------------------------------------------------- replay types

@@ -37,11 +37,11 @@ Deliberate differences from Kafka's tool, all outside its normal output:
 * ``--index-sanity-check`` reads only the index itself (Kafka also opens the ``.log`` and ``.index``);
 * the decoders offered are ``--offsets-decoder``, ``--transaction-log-decoder``,
   ``--share-group-state-decoder`` (:mod:`~kafka_log_core.tools.coordinator_records`),
-  ``--cluster-metadata-decoder`` (:mod:`~kafka_log_core.tools.cluster_metadata_text`) and, for
+  ``--cluster-metadata-decoder`` (:mod:`~kafka_log_core.tools.cluster_metadata_text`),
+  ``--remote-log-metadata-decoder`` (:mod:`~kafka_log_core.tools.remote_log_metadata_text`) and, for
   ``--key-decoder-class`` / ``--value-decoder-class``, the four classes Kafka ships (:data:`DECODER_CLASSES`):
   Kafka loads any class, we refuse other names; ``DefaultDecoder``'s ``[B@<identity hash>`` has the bytes'
-  CRC32 in place of the hash; a number decoder short of bytes is an error naming the record (Kafka dies);
-  ``--remote-log-metadata-decoder`` is not offered.
+  CRC32 in place of the hash; a number decoder short of bytes is an error naming the record (Kafka dies).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ from kafka_log_core.format.txn_index import ENTRY as TXN_ENTRY
 from kafka_log_core.format.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafka_log_core.format.txn_index import KIND as TXN_KIND
 from kafka_log_core.javacompat import JavaHashMap, parse_java_integer
-from kafka_log_core.tools import cluster_metadata_text, coordinator_records
+from kafka_log_core.tools import cluster_metadata_text, coordinator_records, remote_log_metadata_text
 from kafka_log_core.tools.json_text import to_json
 
 DEFAULT_MAX_BYTES = MAX_INT  # Kafka's default for --max-bytes: "read everything"
@@ -456,6 +456,8 @@ def record_line(batch: FileBatch, record: Record | legacy_records.LegacyRecord, 
         payload: str | None
         if options.decoder == cluster_metadata_text.CLUSTER_METADATA:
             key, payload = None, cluster_metadata_text.payload(record.offset, record.value)
+        elif options.decoder == remote_log_metadata_text.REMOTE_LOG_METADATA:
+            key, payload = None, remote_log_metadata_text.payload(record.offset, record.value)
         elif options.decoder:
             key, payload = coordinator_records.decode(
                 options.decoder, record.offset, record.key, record.value

@@ -1,6 +1,7 @@
-"""`dump --cluster-metadata-decoder` and the decoder classes against Kafka 4.4's own DumpLogSegments on the
-same files: a real broker's metadata log and snapshot, records of every metadata type and version built
-here with random field values, malformed records, and segments that are not metadata at all.
+"""`dump --cluster-metadata-decoder`, `--remote-log-metadata-decoder` and the decoder classes against Kafka
+4.4's own DumpLogSegments on the same files: a real broker's metadata log and snapshot, records of every
+metadata and remote-log-metadata type and version built here with random field values, malformed records, and
+segments that are not metadata at all.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from kafka_log_core.format.message_schema import Field, in_versions
 from kafka_log_core.format.metadata_records import METADATA_TYPES
 from kafka_log_core.settings.cluster_metadata import METADATA_LOG_DIR
+from kafka_log_core.tools.remote_log_metadata_text import REMOTE_LOG_METADATA_TYPES
 from tests.broker.test_broker_dump import _compare_with_kafka, _kafka_dump, build_zoo
 from tests.metadata_build import frame, metadata_batch, string, tagged, uvarint
 from tests.tools.dump_harness import TS, control_batch, run_dump, segment_name, write
@@ -90,9 +92,9 @@ def _encode_struct(fields: tuple[Field, ...], values: dict) -> bytes:
     return body + tagged(*tags)
 
 
-def every_type_and_version(rng: random.Random) -> list[bytes]:
+def every_type_and_version(rng: random.Random, types=METADATA_TYPES) -> list[bytes]:
     values = []
-    for api_key, kind in METADATA_TYPES.items():
+    for api_key, kind in types.items():
         for version in range(kind.max_version + 1):
             for _ in range(3):
                 body = _encode_struct(kind.schema.fields, _random_struct(rng, kind.schema.fields, version))
@@ -224,3 +226,65 @@ def _decoder_class_segment(root: Path) -> Path:
 )  # fmt: skip
 def test_the_decoder_classes_kafka_ships_print_as_kafka_prints_them(kafka_jars, tmp_path, args):
     _compare_with_kafka(_kafka_dump(), [_decoder_class_segment(tmp_path)], args)
+
+
+# ------------------------------------------------------------------------------------- remote log metadata
+def _remote_segment(start: int, end: int, epochs: list[tuple[int, int]], state: int, *, snapshot=False,
+                    custom: bytes | None = None, txn_empty: bool | None = None) -> bytes:  # fmt: skip
+    tip = string("orders") + bytes(range(16)) + struct.pack(">i", 3) + tagged()
+    head = bytes(range(16, 32)) if snapshot else tip + bytes(range(32, 48)) + tagged()
+    body = head + struct.pack(">qqiqq", start, end, 7, TS + 5, TS + 9)
+    body += uvarint(len(epochs) + 1) + b"".join(struct.pack(">iq", e, o) + tagged() for e, o in epochs)
+    body += struct.pack(">i", 4096) + (b"\x00" if custom is None else uvarint(len(custom) + 1) + custom)
+    body += struct.pack(">b", state)
+    body += tagged() if txn_empty is None else tagged((0, b"\x01" if txn_empty else b"\x00"))
+    return frame(3 if snapshot else 0, 0, body)
+
+
+def remote_log_metadata_values(rng: random.Random) -> list[bytes]:
+    tip = string("orders") + bytes(range(16)) + struct.pack(">i", 3) + tagged()
+    segment_id = tip + bytes(range(32, 48)) + tagged()
+    values = []
+    for snapshot in (False, True):
+        values += [
+            _remote_segment(
+                0, 99, [(0, 0), (3, 50), (1, 20)], 1, snapshot=snapshot, custom=b"abc", txn_empty=True
+            ),
+            _remote_segment(5, 5, [(2, 5), (2, 6)], 3, snapshot=snapshot, txn_empty=False),
+            _remote_segment(
+                -1, 5, [], 9, snapshot=snapshot
+            ),  # every constructor check fails: the first is said
+            _remote_segment(10, 5, [], 0, snapshot=snapshot),
+            _remote_segment(0, 5, [], 9, snapshot=snapshot),
+            _remote_segment(0, 5, [(0, 0)], 4, snapshot=snapshot),
+        ]
+    for state in (0, 2, 3, 4, -1):
+        values.append(
+            frame(
+                1, 0, segment_id + struct.pack(">iq", 2, TS) + b"\x03xy" + struct.pack(">b", state) + tagged()
+            )
+        )
+    for state in (0, 1, 2, 3):
+        values.append(frame(2, 0, tip + struct.pack(">iqb", 2, TS, state) + tagged()))
+    values += every_type_and_version(rng, REMOTE_LOG_METADATA_TYPES)
+    return values + [frame(4, 0, tagged()), frame(0, 1, tagged()), b"", b"\x01\x02\x00\x00\x00"]
+
+
+def test_remote_log_metadata_records_print_as_kafkas_decoder_prints_them(kafka_jars, tmp_path):
+    from kafka_log_core.format import record_batch
+    from kafka_log_core.format.record_batch import Record
+
+    harness = _kafka_dump()
+    values = remote_log_metadata_values(random.Random(44))
+    batches = [metadata_batch(0, values)]
+    batches.append(record_batch.build_batch(len(values), [Record(len(values), TS, None, None)]))
+    log = write(tmp_path / "__remote_log_metadata-0", segment_name(0, ".log"), b"".join(batches))
+    for args in (
+        ["--remote-log-metadata-decoder"],
+        ["--remote-log-metadata-decoder", "--skip-record-metadata"],
+    ):
+        _compare_with_kafka(harness, [log], args)
+    printed = run_dump("--files", log, "--remote-log-metadata-decoder").stdout
+    for kind in ("RemoteLogSegmentMetadata{", "RemoteLogSegmentMetadataUpdate{", "RemotePartitionDeleteMetadata{",
+                 "RemoteLogSegmentMetadataSnapshot{"):  # fmt: skip
+        assert kind in printed, kind

@@ -146,3 +146,27 @@ def test_cluster_metadata_records_print_as_json_payloads_without_keys(tmp_path):
         "| payload: Error at 2, skipping. Could not deserialize metadata record with frame version 0. Note that "
         "upgrades from the preview release of KRaft in 2.8 to newer versions are not supported.",
     ]
+
+
+# ---------------------------------------------------------------------------------------------- remote log metadata
+def test_remote_log_metadata_records_print_as_kafkas_objects_print_themselves(tmp_path):
+    import struct
+
+    from tests.metadata_build import frame, metadata_batch, string, tagged, uvarint
+
+    topic_id, segment_id = bytes(range(16)), bytes(range(16, 32))
+    tip = string("orders") + topic_id + struct.pack(">i", 3) + tagged()
+    body = tip + segment_id + tagged() + struct.pack(">qqiqq", 0, 99, 7, 5, 9)
+    body += uvarint(3) + struct.pack(">iq", 4, 60) + tagged() + struct.pack(">iq", 1, 0) + tagged()
+    body += struct.pack(">i", 4096) + uvarint(4) + b"abc" + b"\x01" + tagged((0, b"\x01"))
+    deleted = frame(2, 0, tip + struct.pack(">iqb", 2, 11, 7) + tagged())
+    log = write(tmp_path, segment_name(0, ".log"), metadata_batch(0, [frame(0, 0, body), deleted]))
+    result = run_dump("--files", log, "--remote-log-metadata-decoder", "--skip-record-metadata")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[3:] == [
+        "| payload: RemoteLogSegmentMetadata{remoteLogSegmentId=RemoteLogSegmentId{topicIdPartition="
+        "AAECAwQFBgcICQoLDA0ODw:orders-3, id=EBESExQVFhcYGRobHB0eHw}, startOffset=0, endOffset=99, brokerId=7, "
+        "maxTimestampMs=5, eventTimestampMs=9, segmentLeaderEpochs={1=0, 4=60}, segmentSizeInBytes=4096, "
+        "customMetadata=Optional[CustomMetadata{3 bytes}], state=COPY_SEGMENT_FINISHED, txnIdxEmpty=true}",
+        "| payload: Error at offset 1, skipping. null",  # state 7: Objects.requireNonNull(null)
+    ]
