@@ -32,6 +32,8 @@ def _random_value(rng: random.Random, field: Field, version: int):
     if nullable and rng.random() < 0.3:
         return None
     kind = field.kind
+    if kind == "{}":  # (no metadata type has a nullable struct)
+        return _random_struct(rng, field.fields, version)
     if kind == "[]":
         return [_random_struct(rng, field.fields, version) for _ in range(rng.randint(0, 2))]
     if kind.startswith("[]"):
@@ -67,6 +69,8 @@ def _encode_value(field: Field, value) -> bytes:
     kind = field.kind
     if value is None:
         return b"\x00" if kind in ("string", "bytes") or kind.startswith("[]") else b""
+    if kind == "{}":
+        return _encode_struct(field.fields, value)
     if kind == "[]":
         return uvarint(len(value) + 1) + b"".join(_encode_struct(field.fields, v) for v in value)
     if kind.startswith("[]"):
