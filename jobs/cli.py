@@ -234,13 +234,15 @@ def dump(
               (cluster_metadata_decoder, CLUSTER_METADATA), (remote_log_metadata_decoder, REMOTE_LOG_METADATA),
               (share_group_state_decoder, SHARE_GROUP_STATE))  # fmt: skip
     decoder = next((name for given, name in chosen if given), "")
+    classes_given = key_decoder_class is not None or value_decoder_class is not None
+    if decoder:  # Kafka then never loads the decoder classes
+        key_decoder_class = value_decoder_class = None
     for param, name in (
         ("--key-decoder-class", key_decoder_class),
         ("--value-decoder-class", value_decoder_class),
     ):
         if name is not None and name not in DECODER_CLASSES:
             raise click.BadParameter(unknown_decoder_class(name), param_hint=f"'{param}'")
-    classes_given = key_decoder_class is not None or value_decoder_class is not None
     options = DumpOptions(
         deep_iteration=deep_iteration,
         print_data_log=print_data_log or bool(decoder) or classes_given,

@@ -170,3 +170,10 @@ def test_remote_log_metadata_records_print_as_kafkas_objects_print_themselves(tm
         "customMetadata=Optional[CustomMetadata{3 bytes}], state=COPY_SEGMENT_FINISHED, txnIdxEmpty=true}",
         "| payload: Error at offset 1, skipping. null",  # state 7: Objects.requireNonNull(null)
     ]
+
+
+def test_a_decoder_option_wins_over_the_decoder_classes_which_are_then_not_looked_at(tmp_path):
+    log = write(tmp_path / "__cluster_metadata-0", segment_name(0, ".log"), E1)
+    result = run_dump("--files", log, "--cluster-metadata-decoder", "--key-decoder-class", "com.example.Nope")
+    assert result.exit_code == 0
+    assert "payload: Error at 0, skipping." in result.stdout
