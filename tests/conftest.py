@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,46 @@ def spark():
         session = builder.getOrCreate()
     yield session
     session.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# `make test`: two pytest-xdist workers, each test file in one of them (--dist loadfile)
+# --------------------------------------------------------------------------------------------------
+
+#: Files with a test of these kinds start a JVM (a broker, Spark, a cluster) or run long.
+_LONG_KINDS = ("broker", "spark", "cluster", "slow")
+
+
+def pytest_configure(config) -> None:
+    """xdist hands files out by their number of tests, most first: the files with a few long tests (the
+    broker's, the cluster's) came last, one worker ran the last of them while the other had nothing left.
+    The order of the items decides instead (:func:`pytest_collection_modifyitems` below)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(trylast=True)  # after the harness has marked the broker tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files that start a JVM or run long first, the others after them, each group in the order
+    collected: the short files are what the two workers share out at the end."""
+    long_files = {item.path for item in items if any(item.get_closest_marker(k) for k in _LONG_KINDS)}
+    items.sort(key=lambda item: item.path not in long_files)
+
+
+def pytest_sessionstart(session) -> None:
+    """In a pytest-xdist worker: numba's cache of the kernels filled once, not by both workers at once.
+
+    On a fresh checkout the first clean in each worker compiled the same kernels side by side (minutes of
+    CPU each). One worker compiles them here (the jobs run once on the sample log dir, as `make dist` does
+    for the archive); the other waits for it and loads them from the cache."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None or session.config.option.collectonly:
+        return
+    from kafka_log_core import numba_cache
+
+    lock_path = Path(numba_cache.PACKAGE) / "kernels" / "__pycache__" / "tests-warm-up.lock"
+    lock_path.parent.mkdir(exist_ok=True)
+    with open(lock_path, "w") as lock, tempfile.TemporaryDirectory(prefix="kernels-warm-up-") as work:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        from jobs.package import warm_up
+
+        warm_up(work)
