@@ -7,6 +7,9 @@ When recovery happens (Kafka 3.6 to 4.4; spec cleaner-and-retention §9, correct
   segment's base offset, is recovered when the loader opens it (segments in order). Its truncation,
   if any, does not touch the later segments. A missing ``.timeindex`` next to an ``.index`` becomes an
   empty file, not a rebuilt one;
+* any shutdown: the producer snapshots not at a segment base (but the newest one beyond the last base) and
+  those at or below the log start offset are deleted (``removeStraySnapshots``, then ``truncateAndReload``):
+  after a clean one that is all the loader changes;
 * no ``.kafka_cleanshutdown`` in the log dir (an unclean shutdown): the segment holding the partition's
   recovery point (``recovery-point-offset-checkpoint``; no entry = 0, i.e. every segment) and every later
   segment are recovered in order; the first one that loses bytes ends the pass, and every segment after
