@@ -4,7 +4,9 @@ What the other broker modules do not reach: time retention stopped by a segment 
 a LogAppendTime topic whose every segment expires (the active one included: the broker rolls an empty
 segment at the log end first), DeleteRecords issued to the live broker in the middle of a segment,
 ``min.compaction.lag.ms`` holding the cleaner back, ``max.compaction.lag.ms`` forcing a clean below
-``min.cleanable.dirty.ratio``, and cleaning a compressed LogAppendTime topic (its time index).
+``min.cleanable.dirty.ratio``, cleaning a compressed LogAppendTime topic (its time index), a topic written
+with ``cleanup.policy=delete`` then altered to ``compact``, and ``local.retention.*`` on a topic without
+tiered storage (ignored).
 
 1. A broker with its cleaner off and retention checks an hour apart writes the topics below (small
    segments) and, for ``trimmed``, takes DeleteRecords; once the short ``retention.ms`` of ``appended``
@@ -61,6 +63,10 @@ TOPICS = {
     "lagged": {**COMPACT, "min.compaction.lag.ms": DAY},
     "overdue": {**COMPACT, "min.cleanable.dirty.ratio": "0.99", "max.compaction.lag.ms": DAY},
     "stamped": {**COMPACT, "message.timestamp.type": "LogAppendTime"},
+    # local.retention.* apply to tiered topics only: on this one retention.ms=-1 keeps everything
+    "local": {"cleanup.policy": "delete", "retention.ms": -1, "local.retention.ms": 1000,
+              "local.retention.bytes": 100, **SEGMENT},
+    "switched": {**COMPACT, "cleanup.policy": "delete", "retention.ms": -1},  # compact once written
 }  # fmt: skip
 PARTITIONS = {"trimmed": 2}
 COMMON_PROPS = {"log.segment.delete.delay.ms": 0}
@@ -134,6 +140,27 @@ def _produce(boot: str, now: int, out: Outcome) -> None:
             compression=codec, linger_ms=20,
         )  # fmt: skip
     produce(boot, "stamped", [SentRecord(b"last", b"now", ())])
+    produce(boot, "local", [SentRecord(b"l", _value("l", i), (), old + i) for i in range(200)])
+    # switched: written as a delete topic (keys updated three times), then its policy altered to compact
+    produce(
+        boot, "switched", [SentRecord(f"k{i % 50}".encode(), _value("s", i), (), old + i) for i in range(200)]
+    )
+    produce(boot, "switched", [SentRecord(b"last", b"now", (), now)])
+    _set_topic_config(boot, "switched", "cleanup.policy", "compact")
+
+
+def _set_topic_config(boot: str, topic: str, name: str, value: str) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+    AdminClient({"bootstrap.servers": boot}).incremental_alter_configs([resource])[resource].result(30)
 
 
 def _delete_records(boot: str, log_dir: Path, out: Outcome) -> None:
@@ -197,6 +224,7 @@ def outcome(kafka_jars, tmp_path_factory, pytestconfig, request):
         reference.start()
         cleaned = {"lagged": 1, "overdue": out.segments_before[("overdue", 0)][-1]}
         cleaned["stamped"] = out.segments_before[("stamped", 0)][-1]
+        cleaned["switched"] = out.segments_before[("switched", 0)][-1]
         deadline = time.monotonic() + 60
         while True:
             checkpoint = read_offset_checkpoint(reference.log_dir / "cleaner-offset-checkpoint")
@@ -254,6 +282,8 @@ def test_the_scenario_exercises_each_rule(outcome):
     assert len(bases[("future", 0)]) > 2
     # appended: every segment expired; one empty segment rolled at the log end
     assert len(bases[("appended", 0)]) == 1 and bases[("appended", 0)][0] > before[("appended", 0)][-1]
+    # local: local.retention.* do not apply without tiered storage
+    assert bases[("local", 0)] == before[("local", 0)] and len(before[("local", 0)]) > 2
     # trimmed: partition 0 keeps its first segment (the log start is inside it), partition 1 loses two
     assert bases[("trimmed", 0)] == before[("trimmed", 0)]
     assert bases[("trimmed", 1)] == before[("trimmed", 1)][2:]
