@@ -160,7 +160,8 @@ def _set_topic_config(boot: str, topic: str, name: str, value: str) -> None:
 
     entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
     resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
-    AdminClient({"bootstrap.servers": boot}).incremental_alter_configs([resource])[resource].result(30)
+    admin = AdminClient({"bootstrap.servers": boot})  # kept: its futures never complete once it is gone
+    admin.incremental_alter_configs([resource])[resource].result(30)
 
 
 def _delete_records(boot: str, log_dir: Path, out: Outcome) -> None:
