@@ -42,13 +42,12 @@ def fingerprint(package: str = PACKAGE) -> str:
     return digest.hexdigest()
 
 
-def cache_dirs(package: str = PACKAGE) -> list[str]:
-    """Where numba keeps the cache of each directory in CACHED: ``__pycache__`` beside the sources, or
-    the same path under ``NUMBA_CACHE_DIR`` when that is set."""
+def cache_dirs(package: str = PACKAGE, sources: tuple[str, ...] = ()) -> list[str]:
+    """Where numba keeps the cache of each directory in CACHED (or of each directory in ``sources``, when
+    given): ``__pycache__`` beside the sources, or the same path under ``NUMBA_CACHE_DIR`` when that is set."""
     dirs = []
     user_dir = getattr(config, "CACHE_DIR", "")  # set from NUMBA_CACHE_DIR at run time
-    for name in CACHED:
-        source_dir = os.path.join(package, name)
+    for source_dir in sources or tuple(os.path.join(package, name) for name in CACHED):
         dirs.append(os.path.join(source_dir, "__pycache__"))
         if user_dir:
             tail = os.path.splitdrive(source_dir)[1]
@@ -56,20 +55,24 @@ def cache_dirs(package: str = PACKAGE) -> list[str]:
     return dirs
 
 
-def drop_stale(package: str = PACKAGE) -> bool:
+def drop_stale(package: str = PACKAGE, outside: str | None = None) -> bool:
     """Remove the cached kernels when the sources' fingerprint is not the one they were built from, and
     record the new one; True when they were dropped. A package that cannot be read or written (an
-    installed one, whose files do not change) is left as it is."""
+    installed one, whose files do not change) is left as it is.
+
+    ``outside``: a directory of modules outside the package whose cached functions call the package's
+    kernels (``bench``): its cache, with its own stamp, is dropped when the package's sources changed."""
     try:
         current = fingerprint(package)
-        stamp = os.path.join(package, "kernels", "__pycache__", STAMP)
+        home = outside or os.path.join(package, "kernels")
+        stamp = os.path.join(home, "__pycache__", STAMP)
         try:
             with open(stamp, encoding="ascii") as f:
                 if f.read() == current:
                     return False
         except (FileNotFoundError, UnicodeDecodeError):
             pass
-        for directory in cache_dirs(package):
+        for directory in cache_dirs(package, (outside,) if outside else ()):
             try:
                 names = os.listdir(directory)
             except FileNotFoundError:

@@ -77,3 +77,18 @@ def test_a_package_that_cannot_be_written_is_left_as_it_is(tmp_path):
         assert not numba_cache.drop_stale(str(package))
     finally:
         os.chmod(package / "kernels" / "__pycache__", 0o755)
+
+
+def test_a_cache_outside_the_package_goes_when_the_package_changes(tmp_path):
+    package = _package(tmp_path)
+    outside = tmp_path / "bench"
+    (outside / "__pycache__").mkdir(parents=True)
+    cached = outside / "__pycache__" / "phases.compress_all-82.py311.nbi"
+    assert numba_cache.drop_stale(str(package), outside=str(outside))
+    cached.write_bytes(b"index")
+    assert not numba_cache.drop_stale(str(package), outside=str(outside))
+    assert numba_cache.drop_stale(str(package))  # the package's own stamp is apart
+    assert cached.exists()
+    (package / "kernels" / "callee.py").write_text("# changed\n")
+    assert numba_cache.drop_stale(str(package), outside=str(outside))
+    assert not cached.exists()
