@@ -31,7 +31,7 @@ spread hash, insertion order within a bucket), which is the order the broker wri
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,6 +114,16 @@ class SnapshotFiles:
         return segment_file(self.directory, offset, SNAPSHOT_SUFFIX)
 
 
+def stray_snapshots(snapshots: Iterable[int], segment_bases: Sequence[int]) -> list[int]:
+    """The snapshots ``removeStraySnapshots`` deletes: those not at a segment base, except the newest of them
+    when it lies beyond the last base (the log end's)."""
+    bases = set(segment_bases)
+    strays = [o for o in sorted(snapshots) if o not in bases]
+    if strays and not (bases and strays[-1] < max(bases)):
+        strays.pop()
+    return strays
+
+
 class ProducerStateManagerModel:
     """The parts of Kafka's ProducerStateManager that decide which snapshot files exist and what they hold."""
 
@@ -180,13 +190,9 @@ class ProducerStateManagerModel:
             self.last_snap_offset = self.last_map_offset
 
     def remove_stray_snapshots(self, segment_bases: Sequence[int]) -> None:
-        bases = set(segment_bases)
         self.known = set(self.files.offsets())
-        strays = [o for o in sorted(self.known) if o not in bases]
-        for offset in strays[:-1]:
+        for offset in stray_snapshots(self.known, segment_bases):
             self.remove_and_delete(offset)
-        if strays and bases and strays[-1] < max(bases):
-            self.remove_and_delete(strays[-1])
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.producers.clear()

@@ -95,6 +95,7 @@ from kafka_log_core.rules.producer_recovery import (
     SegmentView,
     SnapshotFiles,
     rebuild_producer_state,
+    stray_snapshots,
 )
 from kafka_log_core.rules.segment_recovery import (
     InvalidOffsetError,
@@ -651,11 +652,9 @@ def _loader_deletes_snapshots(snapshots: list[int], bases: list[int], log_start_
     log start offset."""
     if not snapshots or not bases:
         return False
-    based = set(bases)
-    strays = sorted(o for o in snapshots if o not in based)
-    if len(strays) > 1 or (strays and strays[-1] < bases[-1]):
-        return True
-    return bool(snapshots_below_start(snapshots, log_start_checkpoint, bases[0]))
+    return bool(
+        stray_snapshots(snapshots, bases) or snapshots_below_start(snapshots, log_start_checkpoint, bases[0])
+    )
 
 
 def nothing_to_load(
